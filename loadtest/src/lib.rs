@@ -1,0 +1,1 @@
+//! Strata load generator and benchmark reports. Empty until the HTTP API lands.

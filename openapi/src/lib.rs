@@ -1,0 +1,1 @@
+//! Strata wire contract. Filled by the HTTP API issue.

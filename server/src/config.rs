@@ -1,0 +1,272 @@
+//! Server settings: built-in defaults < TOML file < `STRATA_*` environment < command-line flags.
+//!
+//! No file is needed: `strata serve` runs on the defaults. Every setting has one name used in all
+//! three places (`data_dir` in TOML, `STRATA_DATA_DIR` in the environment, `--data-dir` as a
+//! flag), and [`Config::validate`] reports every bad value at once so an operator fixes them in
+//! one go.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::io::IoBackendChoice;
+use crate::limits;
+
+/// Everything `strata serve` can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    pub listen: SocketAddr,
+    /// Directory holding all topics and partition data.
+    pub data_dir: PathBuf,
+    /// Disk I/O backend: `auto` (io_uring if the kernel and container allow it), `io_uring`
+    /// (refuse to start without it) or `sync` (plain syscalls).
+    pub io_backend: IoBackendChoice,
+    /// Largest HTTP request body accepted (413 beyond).
+    pub max_request_bytes: u64,
+    /// Most partitions one topic may have.
+    pub max_partitions_per_topic: u32,
+    /// Upper bound of a fetch's `max_wait_ms` (long-poll).
+    pub fetch_max_wait_ms: u64,
+    /// `max_bytes` of a fetch that does not say.
+    pub fetch_default_max_bytes: u64,
+    /// Upper bound of a fetch's `max_bytes`.
+    pub fetch_max_bytes: u64,
+    /// Interval of SSE `ping` events on an idle stream.
+    pub sse_ping_interval_ms: u64,
+    /// How long a graceful shutdown waits for in-flight requests.
+    pub shutdown_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            data_dir: PathBuf::from("./data"),
+            io_backend: IoBackendChoice::Auto,
+            max_request_bytes: limits::MAX_REQUEST_BYTES,
+            max_partitions_per_topic: limits::MAX_PARTITIONS_PER_TOPIC,
+            fetch_max_wait_ms: limits::FETCH_MAX_WAIT_MS,
+            fetch_default_max_bytes: limits::FETCH_DEFAULT_MAX_BYTES,
+            fetch_max_bytes: limits::FETCH_MAX_BYTES,
+            sse_ping_interval_ms: limits::SSE_PING_INTERVAL_MS,
+            shutdown_timeout_ms: limits::SHUTDOWN_TIMEOUT_MS,
+        }
+    }
+}
+
+/// Command-line flags (each also read from its `STRATA_*` variable); unset ones keep the value
+/// from the file or the default.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigArgs {
+    /// TOML file with settings (optional).
+    #[arg(long, env = "STRATA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "STRATA_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Data directory.
+    #[arg(long, env = "STRATA_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Disk I/O backend: auto, io_uring or sync.
+    #[arg(long, env = "STRATA_IO_BACKEND")]
+    pub io_backend: Option<IoBackendChoice>,
+    /// Largest request body in bytes.
+    #[arg(long, env = "STRATA_MAX_REQUEST_BYTES")]
+    pub max_request_bytes: Option<u64>,
+    /// Most partitions per topic.
+    #[arg(long, env = "STRATA_MAX_PARTITIONS_PER_TOPIC")]
+    pub max_partitions_per_topic: Option<u32>,
+    /// Upper bound of a fetch's long-poll wait in ms.
+    #[arg(long, env = "STRATA_FETCH_MAX_WAIT_MS")]
+    pub fetch_max_wait_ms: Option<u64>,
+    /// Default max_bytes of a fetch.
+    #[arg(long, env = "STRATA_FETCH_DEFAULT_MAX_BYTES")]
+    pub fetch_default_max_bytes: Option<u64>,
+    /// Upper bound of a fetch's max_bytes.
+    #[arg(long, env = "STRATA_FETCH_MAX_BYTES")]
+    pub fetch_max_bytes: Option<u64>,
+    /// SSE ping interval in ms.
+    #[arg(long, env = "STRATA_SSE_PING_INTERVAL_MS")]
+    pub sse_ping_interval_ms: Option<u64>,
+    /// Graceful shutdown timeout in ms.
+    #[arg(long, env = "STRATA_SHUTDOWN_TIMEOUT_MS")]
+    pub shutdown_timeout_ms: Option<u64>,
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (names the key and line).
+        message: String,
+    },
+    /// One or more settings are out of range.
+    #[error("invalid settings: {}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Defaults, then the file (if any), then environment and flags (already merged by clap).
+    ///
+    /// # Errors
+    /// An unreadable or invalid file, or values out of range.
+    pub fn load(args: &ConfigArgs) -> Result<Config, ConfigError> {
+        let mut config = match &args.config {
+            Some(path) => Self::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! take {
+            ($($field:ident),*) => { $( if let Some(value) = args.$field.clone() { config.$field = value; } )* };
+        }
+        take!(
+            listen,
+            data_dir,
+            io_backend,
+            max_request_bytes,
+            max_partitions_per_topic,
+            fetch_max_wait_ms,
+            fetch_default_max_bytes,
+            fetch_max_bytes,
+            sse_ping_interval_ms,
+            shutdown_timeout_ms
+        );
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a TOML file over the defaults.
+    ///
+    /// # Errors
+    /// Unreadable file or invalid TOML (unknown keys included).
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+    }
+
+    /// Checks every bound and reports all violations together.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] listing each bad setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut errors = Vec::new();
+        let mut check = |ok: bool, message: String| {
+            if !ok {
+                errors.push(message);
+            }
+        };
+        check(
+            (1024..=limits::MAX_REQUEST_BYTES_LIMIT).contains(&self.max_request_bytes),
+            format!(
+                "max_request_bytes must be between 1024 and {}",
+                limits::MAX_REQUEST_BYTES_LIMIT
+            ),
+        );
+        check(
+            (1..=limits::MAX_PARTITIONS_PER_TOPIC_LIMIT).contains(&self.max_partitions_per_topic),
+            format!(
+                "max_partitions_per_topic must be between 1 and {}",
+                limits::MAX_PARTITIONS_PER_TOPIC_LIMIT
+            ),
+        );
+        check(
+            self.fetch_max_wait_ms <= 300_000,
+            "fetch_max_wait_ms must be at most 300000".into(),
+        );
+        check(
+            self.fetch_default_max_bytes >= 1
+                && self.fetch_default_max_bytes <= self.fetch_max_bytes,
+            "fetch_default_max_bytes must be between 1 and fetch_max_bytes".into(),
+        );
+        check(
+            self.fetch_max_bytes <= limits::FETCH_MAX_BYTES_LIMIT,
+            format!(
+                "fetch_max_bytes must be at most {}",
+                limits::FETCH_MAX_BYTES_LIMIT
+            ),
+        );
+        check(
+            self.sse_ping_interval_ms >= 10,
+            "sse_ping_interval_ms must be at least 10".into(),
+        );
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_listen_on_8080() {
+        let config = Config::default();
+        config.validate().unwrap();
+        assert_eq!(config.listen.port(), 8080);
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn file_then_flags_override_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/var/lib/strata\"\nfetch_max_wait_ms = 1000\n",
+        )
+        .unwrap();
+        let args = ConfigArgs {
+            config: Some(path),
+            fetch_max_wait_ms: Some(2000),
+            ..ConfigArgs::default()
+        };
+        let config = Config::load(&args).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/var/lib/strata"));
+        assert_eq!(config.fetch_max_wait_ms, 2000);
+        assert_eq!(config.listen, Config::default().listen);
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_values_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strata.toml");
+        std::fs::write(&path, "data_dri = \"x\"\n").unwrap();
+        let error = Config::from_file(&path).unwrap_err().to_string();
+        assert!(error.contains("data_dri"), "{error}");
+        let bad = Config {
+            max_request_bytes: 1,
+            fetch_max_wait_ms: 10_000_000,
+            ..Config::default()
+        };
+        match bad.validate() {
+            Err(ConfigError::Invalid(errors)) => assert_eq!(errors.len(), 2, "{errors:?}"),
+            other => panic!("expected two errors, got {other:?}"),
+        }
+    }
+}

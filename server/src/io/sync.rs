@@ -1,0 +1,229 @@
+//! The sync backend: the [`Io`](super::Io) API on tokio's blocking pool with plain syscalls
+//! (`pwritev`, `pread`, `fdatasync`, ...). Used when io_uring is unavailable or `io_backend=sync`.
+//!
+//! Each operation runs in `spawn_blocking`; the closure owns the `IoFile` clone and the buffers,
+//! so a dropped future only abandons the result. At most [`MAX_BLOCKING`] operations run at once
+//! (the permit is moved into the closure and released when the syscall finishes).
+
+use std::ffi::c_int;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::Semaphore;
+
+use super::{IoError, IoFile, IoOp, IoStats, WriteCursor, total_len};
+
+/// Concurrent blocking syscalls (2-core target: a few in flight is plenty for fsync overlap).
+const MAX_BLOCKING: usize = 4;
+
+pub(crate) struct SyncIo {
+    permits: Arc<Semaphore>,
+    stats: Arc<IoStats>,
+}
+
+impl SyncIo {
+    pub(crate) fn new(stats: Arc<IoStats>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(MAX_BLOCKING)),
+            stats,
+        }
+    }
+
+    async fn run<T, F>(&self, op: &'static str, path: &Path, f: F) -> Result<T, IoError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&IoStats) -> std::io::Result<T> + Send + 'static,
+    {
+        let err = |e: std::io::Error| IoError::new(op, path, e);
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| err(std::io::Error::other("sync io backend closed")))?;
+        let stats = self.stats.clone();
+        let res = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let r = f(&stats);
+            if r.is_err() {
+                stats.error();
+            }
+            r
+        })
+        .await;
+        match res {
+            Ok(r) => r.map_err(err),
+            Err(join) => Err(err(std::io::Error::other(format!(
+                "blocking io task failed: {join}"
+            )))),
+        }
+    }
+
+    pub(crate) async fn open(&self, path: &Path, flags: i32) -> Result<IoFile, IoError> {
+        let owned: PathBuf = path.to_owned();
+        self.run("open", path, move |stats| {
+            let acc = flags & libc::O_ACCMODE;
+            let file = OpenOptions::new()
+                .read(acc == libc::O_RDONLY || acc == libc::O_RDWR)
+                .write(acc == libc::O_WRONLY || acc == libc::O_RDWR)
+                .custom_flags(flags & !(libc::O_ACCMODE | libc::O_CREAT | libc::O_EXCL))
+                .create(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL == 0)
+                .create_new(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0)
+                .mode(0o644)
+                .open(&owned)?;
+            stats.op_done(IoOp::Open);
+            Ok(IoFile::new(file, owned))
+        })
+        .await
+    }
+
+    /// With `sync`, the fdatasync runs as a second blocking task after the write completed.
+    pub(crate) async fn write_at(
+        &self,
+        file: &IoFile,
+        position: u64,
+        bufs: Vec<Bytes>,
+        sync: bool,
+    ) -> Result<(), IoError> {
+        let f = file.clone();
+        self.run("write", file.path(), move |stats| {
+            pwritev_all(f.std_file(), position, &bufs, stats)?;
+            stats.op_done(IoOp::Write);
+            Ok(())
+        })
+        .await?;
+        if sync {
+            self.fsync(file, true).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn fsync(&self, file: &IoFile, datasync: bool) -> Result<(), IoError> {
+        let f = file.clone();
+        let op = if datasync { "fdatasync" } else { "fsync" };
+        self.run(op, file.path(), move |stats| {
+            if datasync {
+                f.std_file().sync_data()?;
+                stats.op_done(IoOp::SyncData);
+            } else {
+                f.std_file().sync_all()?;
+                stats.op_done(IoOp::SyncAll);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn read_at(
+        &self,
+        file: &IoFile,
+        position: u64,
+        len: usize,
+    ) -> Result<Bytes, IoError> {
+        let f = file.clone();
+        self.run("read", file.path(), move |stats| {
+            let mut buf = vec![0u8; len];
+            let mut filled = 0;
+            while filled < len {
+                match f
+                    .std_file()
+                    .read_at(&mut buf[filled..], position + filled as u64)
+                {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        filled += n;
+                        stats.read(n as u64);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            buf.truncate(filled);
+            stats.op_done(IoOp::Read);
+            Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    pub(crate) async fn set_len(&self, file: &IoFile, len: u64) -> Result<(), IoError> {
+        let f = file.clone();
+        self.run("set_len", file.path(), move |stats| {
+            f.std_file().set_len(len)?;
+            stats.op_done(IoOp::SetLen);
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn file_len(&self, file: &IoFile) -> Result<u64, IoError> {
+        let f = file.clone();
+        self.run("file_len", file.path(), move |stats| {
+            let len = f.std_file().metadata()?.len();
+            stats.op_done(IoOp::FileLen);
+            Ok(len)
+        })
+        .await
+    }
+
+    pub(crate) async fn rename(&self, from: &Path, to: &Path) -> Result<(), IoError> {
+        let (a, b) = (from.to_owned(), to.to_owned());
+        self.run("rename", from, move |stats| {
+            std::fs::rename(a, b)?;
+            stats.op_done(IoOp::Rename);
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn remove_file(&self, path: &Path) -> Result<(), IoError> {
+        let p = path.to_owned();
+        self.run("remove_file", path, move |stats| {
+            std::fs::remove_file(p)?;
+            stats.op_done(IoOp::Remove);
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// `pwritev` until every byte of `bufs` is written at `pos`; resubmits the remainder after a
+/// short write, at most [`IOV_MAX`](super::IOV_MAX) iovecs per call.
+pub(crate) fn pwritev_all(
+    file: &File,
+    pos: u64,
+    bufs: &[Bytes],
+    stats: &IoStats,
+) -> std::io::Result<()> {
+    let total = total_len(bufs);
+    let mut done = 0u64;
+    let mut cursor = WriteCursor::default();
+    let mut iov = Vec::new();
+    while done < total {
+        cursor.iovecs(bufs, &mut iov);
+        let off = libc::off_t::try_from(pos + done)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: `iov` holds at most IOV_MAX (so the `c_int` cast is lossless) valid
+        // (pointer, len) pairs into `bufs`, which are immutable and borrowed for this whole call;
+        // the fd is open because `file` is borrowed.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as c_int, off) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let n = n as usize;
+        stats.written(n as u64);
+        done += n as u64;
+        cursor.advance(bufs, n);
+    }
+    Ok(())
+}

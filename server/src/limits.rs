@@ -1,0 +1,32 @@
+//! Every bound the server enforces, with the reason for its default.
+
+/// Default largest request body: 16 MiB fits a produce of 1000 records of 10 KiB as JSON while
+/// keeping one request's memory small on a 2-core node.
+pub const MAX_REQUEST_BYTES: u64 = 16 << 20;
+/// Upper bound of `max_request_bytes`: a request body is held in memory whole.
+pub const MAX_REQUEST_BYTES_LIMIT: u64 = 1 << 30;
+/// Default most partitions per topic; each partition costs a writer task and open files.
+pub const MAX_PARTITIONS_PER_TOPIC: u32 = 1024;
+/// Upper bound of `max_partitions_per_topic`.
+pub const MAX_PARTITIONS_PER_TOPIC_LIMIT: u32 = 100_000;
+/// Longest long-poll a fetch may ask for (S2 uses 60 s; a minute keeps proxies' idle timeouts
+/// out of the way).
+pub const FETCH_MAX_WAIT_MS: u64 = 60_000;
+/// `max_bytes` of a fetch that does not set it: 1 MiB, Kafka's `max.partition.fetch.bytes`.
+pub const FETCH_DEFAULT_MAX_BYTES: u64 = 1 << 20;
+/// Largest `max_bytes` a fetch may ask for by default.
+pub const FETCH_MAX_BYTES: u64 = 64 << 20;
+/// Upper bound of `fetch_max_bytes`.
+pub const FETCH_MAX_BYTES_LIMIT: u64 = 1 << 30;
+/// Idle SSE streams send a ping this often so proxies keep them open.
+pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
+/// Default graceful-shutdown wait for in-flight requests.
+pub const SHUTDOWN_TIMEOUT_MS: u64 = 30_000;
+/// Most records one JSON fetch returns when `max_records` is not set.
+pub const FETCH_DEFAULT_MAX_RECORDS: u32 = 1000;
+/// Most records one produce request may carry.
+pub const MAX_RECORDS_PER_REQUEST: usize = 10_000;
+
+const _: () = assert!(FETCH_DEFAULT_MAX_BYTES <= FETCH_MAX_BYTES);
+const _: () = assert!(FETCH_MAX_BYTES <= FETCH_MAX_BYTES_LIMIT);
+const _: () = assert!(MAX_REQUEST_BYTES <= MAX_REQUEST_BYTES_LIMIT);

@@ -1,0 +1,567 @@
+//! A partition log: an ordered map of segments, one writer task, many concurrent readers.
+//!
+//! Appends go through a bounded queue to the partition's writer task (see `writer.rs`), which
+//! assigns offsets and group-commits. Reads never wait for the writer: they take a snapshot of the
+//! segment map and of [`LogOffsets`] and slice the mapped files. The high watermark published in
+//! [`LogOffsets`] is the end of durable data; nothing at or above it is ever returned.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::batch::{RecordBatch, batch_headers};
+use super::config::{LogConfig, LogConfigError};
+use super::meta::MetaError;
+use super::producer_state::ProducerError;
+use super::recovery::{RecoveryReport, recover};
+use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot, batch_offsets};
+use super::writer::{Command, Writer};
+use crate::clock::Clock;
+use crate::io::{Io, IoError};
+
+/// Offsets that describe a partition at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogOffsets {
+    /// First offset still in the log.
+    pub log_start_offset: u64,
+    /// First offset that is not durable yet; readers see only offsets below it.
+    pub high_watermark: u64,
+    /// Offset the next appended record will get.
+    pub log_end_offset: u64,
+}
+
+/// When an append is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// After the fdatasync that covers the batch: survives power loss.
+    #[default]
+    All,
+    /// After the write reached the page cache: survives a process crash, not a power loss.
+    Leader,
+}
+
+/// Offsets assigned to one appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchAck {
+    /// Offset of the batch's first record.
+    pub base_offset: u64,
+    /// Offset of the batch's last record.
+    pub last_offset: u64,
+}
+
+/// Why an append failed. Nothing of a failed append ever becomes readable.
+#[derive(Debug, Error)]
+pub enum AppendError {
+    /// A batch is larger than the partition accepts.
+    #[error("batch of {size} bytes exceeds the limit of {limit} bytes")]
+    BatchTooLarge {
+        /// Size of the batch.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The writer's queue is full; retry later.
+    #[error("partition writer is busy, retry later")]
+    Busy,
+    /// Writing failed (for example the disk is full); the partition truncated the partial write
+    /// and accepts appends again.
+    #[error("append failed: {0}")]
+    Io(#[source] Arc<IoError>),
+    /// An fsync failed, so the kernel may have dropped data it claimed to hold; the partition
+    /// refuses writes until a restart re-reads the disk.
+    #[error("partition is unavailable after a storage failure: {reason}")]
+    Poisoned {
+        /// What failed.
+        reason: String,
+    },
+    /// The partition is closing or closed.
+    #[error("partition is closed")]
+    Closed,
+    /// A conditional append expected another log end offset; nothing was written.
+    #[error("expected the log end offset to be {expected} but it is {actual}")]
+    OffsetMismatch {
+        /// What the caller expected.
+        expected: u64,
+        /// The actual log end offset.
+        actual: u64,
+    },
+    /// An idempotent producer's batch was refused (fenced epoch or sequence gap).
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
+}
+
+impl AppendError {
+    /// A copy for answering several waiting callers with the same failure.
+    pub fn duplicate(&self) -> AppendError {
+        match self {
+            AppendError::BatchTooLarge { size, limit } => AppendError::BatchTooLarge {
+                size: *size,
+                limit: *limit,
+            },
+            AppendError::Busy => AppendError::Busy,
+            AppendError::Io(error) => AppendError::Io(Arc::clone(error)),
+            AppendError::Poisoned { reason } => AppendError::Poisoned {
+                reason: reason.clone(),
+            },
+            AppendError::Closed => AppendError::Closed,
+            AppendError::OffsetMismatch { expected, actual } => AppendError::OffsetMismatch {
+                expected: *expected,
+                actual: *actual,
+            },
+            AppendError::Producer(error) => AppendError::Producer(error.clone()),
+        }
+    }
+}
+
+/// Why a read failed.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    /// The offset is below the log start or above the high watermark.
+    #[error("offset {requested} is outside [{earliest}, {latest}]")]
+    OffsetOutOfRange {
+        /// Requested offset.
+        requested: u64,
+        /// Log start offset.
+        earliest: u64,
+        /// High watermark.
+        latest: u64,
+    },
+    /// Stored data does not decode.
+    #[error(transparent)]
+    Corrupt(#[from] SegmentReadError),
+    /// Reading from disk failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// Why a partition could not be opened.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] LogConfigError),
+    /// Disk I/O failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The metadata file is unreadable.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// The directory is not usable.
+    #[error("partition directory {path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a clean close failed; the next start will then run recovery.
+#[derive(Debug, Error)]
+pub enum CloseError {
+    /// Flushing or writing the metadata failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// Writing the metadata failed.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// The writer stopped earlier.
+    #[error("partition writer is gone")]
+    WriterGone,
+}
+
+/// A range of whole batches ready to be sent, plus where the reader continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadSlice {
+    /// Whole record batches, as stored; empty when the reader is at the high watermark.
+    pub data: Bytes,
+    /// Base offset of the first batch in `data` (may be below the requested offset: the caller
+    /// skips records before it, as Kafka clients do).
+    pub first_offset: u64,
+    /// Offset to ask for next.
+    pub next_offset: u64,
+    /// Offsets at the time of the read.
+    pub offsets: LogOffsets,
+    /// Whether `data` is a slice of the page cache (true) or a copy read from disk (false).
+    pub zero_copy: bool,
+}
+
+/// State shared by the handle, the writer task and readers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: RwLock<LogConfig>,
+    pub(crate) io: Io,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+    pub(crate) offsets: watch::Sender<LogOffsets>,
+}
+
+impl Shared {
+    pub(crate) fn active_segment(&self) -> Arc<Segment> {
+        self.segments
+            .read()
+            .values()
+            .next_back()
+            .cloned()
+            .expect("invariant: a partition always has an active segment")
+    }
+}
+
+/// An open partition log.
+#[derive(Debug)]
+pub struct Partition {
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    recovery: RecoveryReport,
+}
+
+impl Partition {
+    /// Opens (or creates) the partition in `dir`, running crash recovery when the last stop was
+    /// not clean, and starts its writer task.
+    ///
+    /// # Errors
+    /// Invalid configuration, unreadable metadata, or I/O errors.
+    pub async fn open(
+        dir: &Path,
+        config: LogConfig,
+        io: Io,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Partition, OpenError> {
+        config.validate()?;
+        std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let recovered = recover(dir, &config, &io, clock.as_ref()).await?;
+        let leo = recovered
+            .segments
+            .values()
+            .next_back()
+            .map_or(0, |s| s.snapshot().next_offset);
+        let offsets = LogOffsets {
+            log_start_offset: recovered.log_start_offset,
+            high_watermark: leo,
+            log_end_offset: leo,
+        };
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            config: RwLock::new(config.clone()),
+            io,
+            clock,
+            segments: RwLock::new(recovered.segments),
+            offsets: watch::Sender::new(offsets),
+        });
+        let (commands, receiver) = mpsc::channel(config.append_queue_depth);
+        let writer = Writer::new(Arc::clone(&shared), recovered.meta, recovered.producers);
+        let handle = tokio::spawn(writer.run(receiver));
+        Ok(Partition {
+            shared,
+            commands,
+            writer: Mutex::new(Some(handle)),
+            recovery: recovered.report,
+        })
+    }
+
+    /// What recovery did when this partition was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The partition's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Appends batches atomically (one write, in one segment) and returns their offsets.
+    ///
+    /// Batches must have passed [`RecordBatch::validate_for_append`]; their stored `baseOffset` is
+    /// replaced by the assigned one, every other byte is kept.
+    ///
+    /// # Errors
+    /// See [`AppendError`]; on error nothing of this call is readable.
+    pub async fn append(
+        &self,
+        batches: Vec<RecordBatch>,
+        acks: Acks,
+    ) -> Result<Vec<BatchAck>, AppendError> {
+        self.append_if(batches, acks, None).await
+    }
+
+    /// Like [`Partition::append`], but only if the log end offset equals `expected_offset`
+    /// (when given) at the moment the writer assigns offsets: a compare-and-append for writers
+    /// that must not interleave.
+    ///
+    /// # Errors
+    /// [`AppendError::OffsetMismatch`] with the actual log end, or any error of `append`.
+    pub async fn append_if(
+        &self,
+        batches: Vec<RecordBatch>,
+        acks: Acks,
+        expected_offset: Option<u64>,
+    ) -> Result<Vec<BatchAck>, AppendError> {
+        let limit = self.shared.config.read().max_batch_bytes;
+        if let Some(batch) = batches.iter().find(|b| b.len() as u64 > limit) {
+            return Err(AppendError::BatchTooLarge {
+                size: batch.len() as u64,
+                limit,
+            });
+        }
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, response) = oneshot::channel();
+        let command = Command::Append {
+            batches,
+            acks,
+            expected_offset,
+            reply,
+        };
+        self.commands.try_send(command).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => AppendError::Busy,
+            mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
+        })?;
+        response.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Closes the active segment and starts a new one now.
+    ///
+    /// # Errors
+    /// When the writer is poisoned or gone, or the roll's I/O fails.
+    pub async fn roll(&self) -> Result<(), AppendError> {
+        let (reply, response) = oneshot::channel();
+        self.commands
+            .send(Command::Roll { reply })
+            .await
+            .map_err(|_| AppendError::Closed)?;
+        response.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Runs the idle-roll check now instead of waiting for the next background tick.
+    ///
+    /// # Errors
+    /// As [`Partition::roll`].
+    pub async fn tick(&self) -> Result<(), AppendError> {
+        let (reply, response) = oneshot::channel();
+        self.commands
+            .send(Command::Tick { reply })
+            .await
+            .map_err(|_| AppendError::Closed)?;
+        response.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Flushes everything, marks the shutdown clean and stops the writer.
+    ///
+    /// # Errors
+    /// When flushing or writing the metadata fails (the next open then runs recovery).
+    pub async fn close(&self) -> Result<(), CloseError> {
+        let (reply, response) = oneshot::channel();
+        if self.commands.send(Command::Close { reply }).await.is_err() {
+            return Err(CloseError::WriterGone);
+        }
+        let result = response.await.map_err(|_| CloseError::WriterGone)?;
+        let handle = self.writer.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+        result
+    }
+
+    /// Replaces the partition's settings; they apply from the next append or roll on.
+    ///
+    /// # Errors
+    /// An invalid configuration, which is not applied.
+    pub fn set_config(&self, config: LogConfig) -> Result<(), LogConfigError> {
+        config.validate()?;
+        *self.shared.config.write() = config;
+        Ok(())
+    }
+
+    /// The partition's current settings.
+    pub fn config(&self) -> LogConfig {
+        self.shared.config.read().clone()
+    }
+
+    /// Bytes stored in the partition's segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments().iter().map(|s| s.durable_size).sum()
+    }
+
+    /// Current offsets.
+    pub fn offsets(&self) -> LogOffsets {
+        *self.shared.offsets.borrow()
+    }
+
+    /// A receiver that changes whenever the offsets do: long-polling readers wait on it.
+    pub fn subscribe(&self) -> watch::Receiver<LogOffsets> {
+        self.shared.offsets.subscribe()
+    }
+
+    /// Progress of every segment, oldest first.
+    pub fn segments(&self) -> Vec<SegmentSnapshot> {
+        self.shared
+            .segments
+            .read()
+            .values()
+            .map(|s| s.snapshot())
+            .collect()
+    }
+
+    /// Whole batches starting with the one that holds `offset`, up to `max_bytes` (at least one
+    /// batch), all below the high watermark. At the high watermark the slice is empty.
+    ///
+    /// # Errors
+    /// [`ReadError::OffsetOutOfRange`] outside `[log start, high watermark]`; I/O or corruption.
+    pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReadError> {
+        let offsets = self.offsets();
+        if offset < offsets.log_start_offset || offset > offsets.high_watermark {
+            return Err(ReadError::OffsetOutOfRange {
+                requested: offset,
+                earliest: offsets.log_start_offset,
+                latest: offsets.high_watermark,
+            });
+        }
+        let empty = ReadSlice {
+            data: Bytes::new(),
+            first_offset: offset,
+            next_offset: offset,
+            offsets,
+            zero_copy: true,
+        };
+        if offset == offsets.high_watermark {
+            return Ok(empty);
+        }
+        let Some((segment, range)) = self.locate(offset, max_bytes, offsets.high_watermark)? else {
+            return Ok(ReadSlice {
+                next_offset: offsets.high_watermark,
+                ..empty
+            });
+        };
+        let stats = self.shared.io.stats();
+        let len = range.bytes.end - range.bytes.start;
+        let (data, zero_copy) = match segment.resident_slice(&range.bytes) {
+            Some(data) => {
+                stats.add_zero_copy(len);
+                (data, true)
+            }
+            None => {
+                let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+                let data = self
+                    .shared
+                    .io
+                    .read_at(segment.log_file(), range.bytes.start, len_usize)
+                    .await?;
+                stats.add_copied(data.len() as u64);
+                (data, false)
+            }
+        };
+        Ok(ReadSlice {
+            data,
+            first_offset: range.first_offset,
+            next_offset: range.next_offset,
+            offsets,
+            zero_copy,
+        })
+    }
+
+    fn locate(
+        &self,
+        offset: u64,
+        max_bytes: u64,
+        high_watermark: u64,
+    ) -> Result<Option<(Arc<Segment>, BatchRange)>, ReadError> {
+        for segment in self.segments_from(offset) {
+            if let Some(range) = segment.locate(offset, max_bytes, high_watermark)? {
+                return Ok(Some((segment, range)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The segment holding `offset` and every later one.
+    fn segments_from(&self, offset: u64) -> Vec<Arc<Segment>> {
+        let segments = self.shared.segments.read();
+        let floor = segments
+            .range(..=offset)
+            .next_back()
+            .map_or(0, |(base, _)| *base);
+        segments
+            .range(floor..)
+            .map(|(_, s)| Arc::clone(s))
+            .collect()
+    }
+
+    /// The first offset whose record timestamp is `>= timestamp`, or `None` when every durable
+    /// record is older. Uses each segment's maximum timestamp to pick the segment and its time
+    /// index to skip to the right place, then decodes only the batches from there.
+    ///
+    /// # Errors
+    /// Corrupt data in the scanned range.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, ReadError> {
+        let offsets = self.offsets();
+        let segments: Vec<Arc<Segment>> = self.shared.segments.read().values().cloned().collect();
+        for segment in segments {
+            let snapshot = segment.snapshot();
+            if snapshot.max_timestamp.is_none_or(|max| max < timestamp) {
+                continue;
+            }
+            let start = segment.with_state(|state| {
+                let from = state
+                    .time_index
+                    .last_before(timestamp)
+                    .map_or(0, |e| e.relative_offset);
+                state
+                    .index
+                    .lookup(from)
+                    .map_or(0, |e| u64::from(e.position))
+            });
+            let bytes = segment.durable_bytes();
+            let window = bytes.slice(start as usize..);
+            for item in batch_headers(&window) {
+                let (position, header) = item.map_err(|source| SegmentReadError::Corrupt {
+                    path: segment.log_file().path().to_path_buf(),
+                    position: start,
+                    source,
+                })?;
+                let (base, _) = batch_offsets(&header);
+                if base >= offsets.high_watermark {
+                    break;
+                }
+                if header.max_timestamp < timestamp {
+                    continue;
+                }
+                let batch_bytes = window.slice(position..position + header.total_len());
+                let corrupt = |source| SegmentReadError::Corrupt {
+                    path: segment.log_file().path().to_path_buf(),
+                    position: start + position as u64,
+                    source,
+                };
+                let batch = RecordBatch::decode_exact(batch_bytes).map_err(corrupt)?;
+                for record in batch.records() {
+                    let record = record.map_err(corrupt)?;
+                    if record.timestamp >= timestamp {
+                        return Ok(u64::try_from(record.offset).ok());
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        // Without close() the writer stops when its queue closes; the next open runs recovery.
+        if let Some(handle) = self.writer.lock().take() {
+            handle.abort();
+        }
+    }
+}

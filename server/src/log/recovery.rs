@@ -1,0 +1,452 @@
+//! Opening a partition directory: find segments, trust or rebuild indexes, cut torn tails.
+//!
+//! After a clean shutdown nothing is rescanned: indexes are loaded, checked for shape, and only the
+//! batches after the last index entry are walked to find the log end. After an unclean stop every
+//! segment at or past the recovery point is scanned batch by batch with full validation (length,
+//! magic, CRC, records); the log is cut at the first invalid byte, later segments are removed
+//! (their offsets would no longer follow on), and the segment's indexes are rebuilt from the scan.
+//! Every repair is logged. Files are truncated before they are mapped, so no mapping ever
+//! covers bytes that were cut off.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::batch::{BatchHeader, RecordBatch, batch_headers};
+use super::config::LogConfig;
+use super::meta::{META_VERSION, PartitionMeta, read_meta, write_meta};
+use super::offset_index::OffsetIndex;
+use super::partition::{BatchAck, OpenError};
+use super::producer_state::ProducerState;
+use super::segment::{
+    AppendedBatch, INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentState, TIME_INDEX_SUFFIX,
+    batch_offsets, parse_segment_file_name, segment_file_name,
+};
+use super::time_index::TimeIndex;
+use crate::clock::Clock;
+use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
+
+/// What recovery found and repaired, for logs and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Whether the previous stop was clean (no scan needed).
+    pub clean: bool,
+    /// Segments scanned batch by batch.
+    pub scanned_segments: usize,
+    /// Bytes cut off torn or corrupt tails.
+    pub truncated_bytes: u64,
+    /// Segments whose index files were rebuilt.
+    pub rebuilt_indexes: usize,
+    /// Segments removed because they followed a corrupt one.
+    pub removed_segments: usize,
+}
+
+pub(crate) struct Recovered {
+    pub(crate) producers: ProducerState,
+    pub(crate) segments: BTreeMap<u64, Arc<Segment>>,
+    pub(crate) log_start_offset: u64,
+    pub(crate) meta: PartitionMeta,
+    pub(crate) report: RecoveryReport,
+}
+
+pub(crate) async fn recover(
+    dir: &Path,
+    config: &LogConfig,
+    io: &Io,
+    clock: &dyn Clock,
+) -> Result<Recovered, OpenError> {
+    let meta = read_meta(io, dir).await?;
+    let clean = meta.is_some_and(|m| m.clean_shutdown);
+    let recovery_point = meta.map_or(0, |m| m.recovery_point);
+    let mut report = RecoveryReport {
+        clean,
+        ..RecoveryReport::default()
+    };
+    let bases = list_segments(dir)?;
+    let mut segments = BTreeMap::new();
+    for (i, &base) in bases.iter().enumerate() {
+        let is_last = i + 1 == bases.len();
+        let scan = !clean && base >= recovery_point;
+        let opened = open_segment(dir, base, config, io, scan, is_last, &mut report).await?;
+        let cut = opened.truncated;
+        segments.insert(base, Arc::new(opened.segment));
+        if cut && !is_last {
+            for &later in &bases[i + 1..] {
+                tracing::warn!(dir = %dir.display(), base_offset = later,
+                    "removing segment after a corrupt one");
+                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                    remove_if_exists(io, &dir.join(segment_file_name(later, suffix))).await?;
+                }
+                report.removed_segments += 1;
+            }
+            io.sync_dir(dir).await?;
+            break;
+        }
+    }
+    let log_start_offset = meta
+        .map(|m| m.log_start_offset)
+        .or_else(|| segments.keys().next().copied())
+        .unwrap_or(0);
+    if segments.is_empty() {
+        let segment = Segment::create(io, dir, log_start_offset, config.active_map_len()).await?;
+        io.sync_dir(dir).await?;
+        segments.insert(log_start_offset, Arc::new(segment));
+    }
+    let active = segments
+        .values()
+        .next_back()
+        .cloned()
+        .expect("invariant: inserted above");
+    // What we serve after recovery must be durable even if the crash left it only in the cache.
+    io.sync_data(active.log_file()).await?;
+    let log_end = active.snapshot().next_offset;
+    let meta = PartitionMeta {
+        version: META_VERSION,
+        log_start_offset: log_start_offset.min(log_end),
+        recovery_point: active.base_offset(),
+        clean_shutdown: false,
+    };
+    write_meta(io, dir, &meta).await?;
+    let _ = clock;
+    let producers = rebuild_producer_state(io, dir, &segments, log_end).await?;
+    if !clean {
+        tracing::info!(dir = %dir.display(), ?report, log_end, "recovered partition");
+    }
+    Ok(Recovered {
+        producers,
+        segments,
+        log_start_offset: meta.log_start_offset,
+        meta,
+        report,
+    })
+}
+
+/// File extension of producer-state snapshots, named by the offset they are valid at.
+pub const SNAPSHOT_SUFFIX: &str = "snapshot";
+
+/// Loads the newest producer-state snapshot at or below the log end and replays the batch
+/// headers after it. Snapshots past the log end (left by a cut-off tail) are deleted.
+async fn rebuild_producer_state(
+    io: &Io,
+    dir: &Path,
+    segments: &BTreeMap<u64, Arc<Segment>>,
+    log_end: u64,
+) -> Result<ProducerState, OpenError> {
+    let mut snapshots = list_files(dir, SNAPSHOT_SUFFIX)?;
+    let mut state = ProducerState::default();
+    let mut from = 0;
+    while let Some(offset) = snapshots.pop() {
+        let path = dir.join(segment_file_name(offset, SNAPSHOT_SUFFIX));
+        if offset > log_end {
+            remove_if_exists(io, &path).await?;
+            continue;
+        }
+        let file = io.open(&path, OpenMode::Read).await?;
+        let bytes = read_all(io, &file).await?;
+        match serde_json::from_slice::<ProducerState>(&bytes) {
+            Ok(loaded) => {
+                state = loaded;
+                from = offset;
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "ignoring unreadable producer snapshot");
+            }
+        }
+    }
+    for segment in segments.values() {
+        if segment.snapshot().next_offset <= from {
+            continue;
+        }
+        let bytes = segment.durable_bytes();
+        for (_, header) in batch_headers(&bytes).flatten() {
+            let (base, last) = batch_offsets(&header);
+            if base >= from {
+                state.record(
+                    &header,
+                    BatchAck {
+                        base_offset: base,
+                        last_offset: last,
+                    },
+                );
+            }
+        }
+    }
+    Ok(state)
+}
+
+fn list_segments(dir: &Path) -> Result<Vec<u64>, OpenError> {
+    list_files(dir, LOG_SUFFIX)
+}
+
+fn list_files(dir: &Path, suffix: &str) -> Result<Vec<u64>, OpenError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| OpenError::Dir {
+        path: dir.into(),
+        source,
+    })?;
+    let mut bases = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| OpenError::Dir {
+            path: dir.into(),
+            source,
+        })?;
+        if let Some(base) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| parse_segment_file_name(n, suffix))
+        {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+struct Opened {
+    segment: Segment,
+    truncated: bool,
+}
+
+async fn open_segment(
+    dir: &Path,
+    base: u64,
+    config: &LogConfig,
+    io: &Io,
+    scan: bool,
+    is_last: bool,
+    report: &mut RecoveryReport,
+) -> Result<Opened, OpenError> {
+    let log = io
+        .open(
+            &dir.join(segment_file_name(base, LOG_SUFFIX)),
+            OpenMode::ReadWrite,
+        )
+        .await?;
+    let index_file = io
+        .open(
+            &dir.join(segment_file_name(base, INDEX_SUFFIX)),
+            OpenMode::CreateOrOpen,
+        )
+        .await?;
+    let time_file = io
+        .open(
+            &dir.join(segment_file_name(base, TIME_INDEX_SUFFIX)),
+            OpenMode::CreateOrOpen,
+        )
+        .await?;
+    let file_len = io.file_len(&log).await?;
+    let mut truncated = false;
+    let state = if scan {
+        report.scanned_segments += 1;
+        let (mut state, valid_len) = scan_segment(&log, base, file_len, config)?;
+        if valid_len < file_len {
+            tracing::warn!(path = %log.path().display(), valid_len, file_len,
+                "cutting torn or corrupt tail");
+            io.set_len(&log, valid_len).await?;
+            io.sync_data(&log).await?;
+            report.truncated_bytes += file_len - valid_len;
+            truncated = true;
+        }
+        rewrite_indexes(io, &index_file, &time_file, &mut state).await?;
+        report.rebuilt_indexes += 1;
+        state
+    } else {
+        match load_trusted(io, &log, &index_file, &time_file, base, file_len, config).await? {
+            Some(state) => state,
+            None => {
+                tracing::warn!(path = %log.path().display(), "index missing or inconsistent; rebuilding");
+                let (mut state, valid_len) = scan_segment(&log, base, file_len, config)?;
+                if valid_len < file_len {
+                    tracing::warn!(path = %log.path().display(), valid_len, file_len,
+                        "cutting corrupt tail of a closed segment");
+                    io.set_len(&log, valid_len).await?;
+                    io.sync_data(&log).await?;
+                    report.truncated_bytes += file_len - valid_len;
+                    truncated = true;
+                }
+                rewrite_indexes(io, &index_file, &time_file, &mut state).await?;
+                report.rebuilt_indexes += 1;
+                state
+            }
+        }
+    };
+    let map_len = if is_last {
+        config.active_map_len().max(state.durable_size as usize)
+    } else {
+        state.durable_size as usize
+    };
+    let segment = Segment::from_parts(dir, base, [log, index_file, time_file], map_len, state)?;
+    Ok(Opened { segment, truncated })
+}
+
+/// Validates every batch from the start; returns the rebuilt state and the length of the valid
+/// prefix.
+fn scan_segment(
+    log: &IoFile,
+    base: u64,
+    file_len: u64,
+    config: &LogConfig,
+) -> Result<(SegmentState, u64), OpenError> {
+    let mut state = SegmentState {
+        next_offset: base,
+        ..SegmentState::default()
+    };
+    if file_len == 0 {
+        return Ok((state, 0));
+    }
+    let map = MappedFile::map(log, usize::try_from(file_len).unwrap_or(usize::MAX))?;
+    let bytes: Bytes = map.slice(0..map.len());
+    let mut position = 0usize;
+    while position < bytes.len() {
+        let rest = bytes.slice(position..);
+        let Ok(batch) = RecordBatch::decode_first(&rest) else {
+            break;
+        };
+        let Some(appended) = check_placement(batch.header(), base, &state, position, config) else {
+            break;
+        };
+        let basis = state.roll_basis_ms.unwrap_or(appended.max_timestamp);
+        state.add_batch(base, &appended, config.index_interval_bytes, basis);
+        position += batch.len();
+    }
+    Ok((state, position as u64))
+}
+
+/// Where a batch at `position` would go, if its offsets and size fit this segment.
+fn check_placement(
+    header: &BatchHeader,
+    base: u64,
+    state: &SegmentState,
+    position: usize,
+    config: &LogConfig,
+) -> Option<AppendedBatch> {
+    if header.base_offset < 0 {
+        return None;
+    }
+    let (first, last) = batch_offsets(header);
+    let len = header.total_len() as u64;
+    let fits = first >= state.next_offset
+        && last - base <= u64::from(u32::MAX)
+        && position as u64 + len <= super::config::MAX_SEGMENT_BYTES + config.max_batch_bytes;
+    fits.then_some(AppendedBatch {
+        position: position as u64,
+        len,
+        base_offset: first,
+        last_offset: last,
+        max_timestamp: header.max_timestamp,
+    })
+}
+
+/// Loads indexes written by a clean run and walks only the batches after the last entry.
+/// `None` when the files are torn or disagree with the log.
+async fn load_trusted(
+    io: &Io,
+    log: &IoFile,
+    index_file: &IoFile,
+    time_file: &IoFile,
+    base: u64,
+    file_len: u64,
+    config: &LogConfig,
+) -> Result<Option<SegmentState>, IoError> {
+    let index_bytes = read_all(io, index_file).await?;
+    let time_bytes = read_all(io, time_file).await?;
+    let (Ok(index), Ok(time_index)) = (
+        OffsetIndex::from_bytes(&index_bytes),
+        TimeIndex::from_bytes(&time_bytes),
+    ) else {
+        return Ok(None);
+    };
+    if index.len() != time_index.len() {
+        return Ok(None);
+    }
+    if file_len == 0 {
+        let state = SegmentState {
+            next_offset: base,
+            ..SegmentState::default()
+        };
+        return Ok(index.is_empty().then_some(state));
+    }
+    let Ok(map) = MappedFile::map(log, usize::try_from(file_len).unwrap_or(usize::MAX)) else {
+        return Ok(None);
+    };
+    let bytes = map.as_slice();
+    let mut state = SegmentState {
+        next_offset: base,
+        ..SegmentState::default()
+    };
+    if let Some(last) = index.last() {
+        let Some(Ok((_, header))) = bytes
+            .get(last.position as usize..)
+            .and_then(|b| batch_headers(b).next())
+        else {
+            return Ok(None);
+        };
+        if batch_offsets(&header).0 != base + u64::from(last.relative_offset) {
+            return Ok(None);
+        }
+        state.durable_size = u64::from(last.position);
+        state.next_offset = base + u64::from(last.relative_offset);
+        state.max_timestamp = time_index.last().map(|e| e.timestamp);
+    }
+    state.index_persisted = index.len();
+    state.time_index_persisted = time_index.len();
+    state.index = index;
+    state.time_index = time_index;
+    let walk_from = state.durable_size as usize;
+    for item in batch_headers(bytes.get(walk_from..).unwrap_or(&[])) {
+        let Ok((relative, header)) = item else {
+            return Ok(None);
+        };
+        let Some(appended) = check_placement(&header, base, &state, walk_from + relative, config)
+        else {
+            return Ok(None);
+        };
+        let basis = state.roll_basis_ms.unwrap_or(appended.max_timestamp);
+        state.add_batch(base, &appended, config.index_interval_bytes, basis);
+    }
+    if state.durable_size != file_len {
+        return Ok(None);
+    }
+    // The segment's age counts from its first batch, as Kafka's segment.ms does after a restart.
+    state.roll_basis_ms = batch_headers(bytes)
+        .next()
+        .and_then(Result::ok)
+        .map(|(_, h)| h.max_timestamp);
+    Ok(Some(state))
+}
+
+async fn read_all(io: &Io, file: &IoFile) -> Result<Bytes, IoError> {
+    let len = io.file_len(file).await?;
+    io.read_at(file, 0, usize::try_from(len).unwrap_or(usize::MAX))
+        .await
+}
+
+async fn rewrite_indexes(
+    io: &Io,
+    index_file: &IoFile,
+    time_file: &IoFile,
+    state: &mut SegmentState,
+) -> Result<(), IoError> {
+    for (file, bytes) in [
+        (index_file, state.index.encode_from(0)),
+        (time_file, state.time_index.encode_from(0)),
+    ] {
+        io.set_len(file, 0).await?;
+        if !bytes.is_empty() {
+            io.write_at(file, 0, vec![Bytes::from(bytes)]).await?;
+        }
+        io.sync_data(file).await?;
+    }
+    state.index_persisted = state.index.len();
+    state.time_index_persisted = state.time_index.len();
+    Ok(())
+}
+
+async fn remove_if_exists(io: &Io, path: &Path) -> Result<(), IoError> {
+    match io.remove_file(path).await {
+        Err(error) if error.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,443 @@
+//! One segment: a `.log` file of whole record batches plus its `.index` and `.timeindex`.
+//!
+//! The log file is memory-mapped read-only once (the active segment at its maximum size), so
+//! readers slice record bytes out of the page cache without copying them. Only the partition's
+//! writer task changes a segment; it publishes progress through [`SegmentState`] under a lock,
+//! and readers never look past `durable_size`, the end of the bytes that are on disk for sure.
+//! Index entries are written to their files without fsync on every round (recovery rebuilds them
+//! when a crash tears them) and fsynced when the segment is closed.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use super::batch::{BatchError, BatchHeader, batch_headers};
+use super::offset_index::{OffsetIndex, OffsetIndexEntry};
+use super::time_index::{TimeIndex, TimeIndexEntry};
+use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
+
+/// Extension of the record data file.
+pub const LOG_SUFFIX: &str = "log";
+/// Extension of the offset index file.
+pub const INDEX_SUFFIX: &str = "index";
+/// Extension of the time index file.
+pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+
+/// `{base_offset:020}.{suffix}`: zero padding makes a directory listing sort in offset order.
+pub fn segment_file_name(base_offset: u64, suffix: &str) -> String {
+    format!("{base_offset:020}.{suffix}")
+}
+
+/// The base offset encoded in a segment file name, if `name` is one with the given suffix.
+pub fn parse_segment_file_name(name: &str, suffix: &str) -> Option<u64> {
+    let stem = name.strip_suffix(suffix)?.strip_suffix('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Where a batch landed, as the writer reports it after the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendedBatch {
+    /// Byte position in the log file.
+    pub position: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Broker-assigned base offset.
+    pub base_offset: u64,
+    /// Offset of the batch's last record.
+    pub last_offset: u64,
+    /// Largest record timestamp in the batch.
+    pub max_timestamp: i64,
+}
+
+/// Progress of a segment that readers may rely on.
+#[derive(Debug, Clone, Default)]
+pub struct SegmentState {
+    /// Bytes of the log file that are durable and readable; nothing past it is ever served.
+    pub durable_size: u64,
+    /// The offset after the last durable batch (the base offset while the segment is empty).
+    pub next_offset: u64,
+    /// Largest durable record timestamp, `None` while empty.
+    pub max_timestamp: Option<i64>,
+    /// Time the segment's age is counted from for `segment_ms` rolls (ms since the epoch).
+    pub roll_basis_ms: Option<i64>,
+    /// In-memory offset index.
+    pub index: OffsetIndex,
+    /// In-memory time index.
+    pub time_index: TimeIndex,
+    /// Log bytes appended since the last index entry.
+    pub bytes_since_index: u64,
+    /// Entries of `index` already written to the `.index` file.
+    pub index_persisted: usize,
+    /// Entries of `time_index` already written to the `.timeindex` file.
+    pub time_index_persisted: usize,
+}
+
+impl SegmentState {
+    /// Accounts for one more batch at the end of the segment, adding index entries every
+    /// `index_interval_bytes`. Index entries use the batch's base offset, so a lookup never lands
+    /// past the batch that holds the wanted offset. `roll_basis_ms` is used when the segment had no
+    /// age yet.
+    ///
+    /// # Panics
+    /// When the batch is not contiguous with the previous one or its relative offset or position
+    /// do not fit `u32`: the writer and recovery check these limits first.
+    pub fn add_batch(
+        &mut self,
+        segment_base: u64,
+        batch: &AppendedBatch,
+        index_interval_bytes: u64,
+        roll_basis_ms: i64,
+    ) {
+        assert!(
+            batch.position == self.durable_size,
+            "invariant: batches are contiguous"
+        );
+        assert!(
+            batch.base_offset >= self.next_offset,
+            "invariant: offsets increase"
+        );
+        let relative = u32::try_from(batch.base_offset - segment_base)
+            .expect("invariant: writer rolls before relative offsets overflow u32");
+        let position =
+            u32::try_from(batch.position).expect("invariant: segments are smaller than 4 GiB");
+        let max_so_far = self
+            .max_timestamp
+            .map_or(batch.max_timestamp, |m| m.max(batch.max_timestamp));
+        if self.bytes_since_index >= index_interval_bytes && batch.position > 0 {
+            self.index.push(OffsetIndexEntry {
+                relative_offset: relative,
+                position,
+            });
+            self.time_index.push(TimeIndexEntry {
+                timestamp: max_so_far,
+                relative_offset: relative,
+            });
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += batch.len;
+        self.durable_size = batch.position + batch.len;
+        self.next_offset = batch.last_offset + 1;
+        self.max_timestamp = Some(max_so_far);
+        self.roll_basis_ms.get_or_insert(roll_basis_ms);
+    }
+}
+
+/// Why a read inside a segment failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentReadError {
+    /// A batch header inside the durable range does not parse; the file changed under us or the
+    /// disk returned garbage.
+    #[error("segment {path} is corrupt at position {position}: {source}")]
+    Corrupt {
+        /// The `.log` file.
+        path: PathBuf,
+        /// Byte position of the bad header.
+        position: u64,
+        /// What the decoder found.
+        #[source]
+        source: BatchError,
+    },
+}
+
+/// A byte range of whole batches chosen for a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRange {
+    /// Byte range in the log file.
+    pub bytes: Range<u64>,
+    /// Base offset of the first batch (may be below the requested offset).
+    pub first_offset: u64,
+    /// Offset after the last batch in the range.
+    pub next_offset: u64,
+}
+
+/// An open segment.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: u64,
+    dir: PathBuf,
+    log: IoFile,
+    index_file: IoFile,
+    time_index_file: IoFile,
+    map: MappedFile,
+    state: RwLock<SegmentState>,
+}
+
+impl Segment {
+    /// Creates the three files of a new, empty segment and maps `map_len` bytes of the log.
+    ///
+    /// # Errors
+    /// Any I/O error, including an existing file with the same name.
+    pub async fn create(
+        io: &Io,
+        dir: &Path,
+        base_offset: u64,
+        map_len: usize,
+    ) -> Result<Segment, IoError> {
+        let log = io
+            .open(
+                &dir.join(segment_file_name(base_offset, LOG_SUFFIX)),
+                OpenMode::CreateNew,
+            )
+            .await?;
+        let index_path = dir.join(segment_file_name(base_offset, INDEX_SUFFIX));
+        let index_file = io.open(&index_path, OpenMode::CreateOrOpen).await?;
+        io.set_len(&index_file, 0).await?;
+        let time_path = dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX));
+        let time_index_file = io.open(&time_path, OpenMode::CreateOrOpen).await?;
+        io.set_len(&time_index_file, 0).await?;
+        let state = SegmentState {
+            next_offset: base_offset,
+            ..SegmentState::default()
+        };
+        Self::from_parts(
+            dir,
+            base_offset,
+            [log, index_file, time_index_file],
+            map_len,
+            state,
+        )
+    }
+
+    /// Assembles a segment from already opened files (used by recovery).
+    ///
+    /// # Errors
+    /// When the log cannot be mapped.
+    pub fn from_parts(
+        dir: &Path,
+        base_offset: u64,
+        [log, index_file, time_index_file]: [IoFile; 3],
+        map_len: usize,
+        state: SegmentState,
+    ) -> Result<Segment, IoError> {
+        let map = MappedFile::map(&log, map_len)?;
+        Ok(Segment {
+            base_offset,
+            dir: dir.to_path_buf(),
+            log,
+            index_file,
+            time_index_file,
+            map,
+            state: RwLock::new(state),
+        })
+    }
+
+    /// The offset of the segment's first batch, also its name.
+    pub fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+
+    /// The open `.log` file.
+    pub fn log_file(&self) -> &IoFile {
+        &self.log
+    }
+
+    /// Paths of the segment's three files.
+    pub fn paths(&self) -> [PathBuf; 3] {
+        [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+            .map(|suffix| self.dir.join(segment_file_name(self.base_offset, suffix)))
+    }
+
+    /// A copy of the fields readers need most, taken under the lock.
+    pub fn snapshot(&self) -> SegmentSnapshot {
+        let state = self.state.read();
+        SegmentSnapshot {
+            base_offset: self.base_offset,
+            durable_size: state.durable_size,
+            next_offset: state.next_offset,
+            max_timestamp: state.max_timestamp,
+            roll_basis_ms: state.roll_basis_ms,
+        }
+    }
+
+    /// Runs `f` with the state under the read lock.
+    pub fn with_state<T>(&self, f: impl FnOnce(&SegmentState) -> T) -> T {
+        f(&self.state.read())
+    }
+
+    /// Makes appended batches visible: indexes them and advances the durable size. Called by the
+    /// writer only after the bytes are on disk, so readers never see what a crash could take back.
+    pub fn publish(&self, batches: &[AppendedBatch], index_interval_bytes: u64, now_ms: i64) {
+        let mut state = self.state.write();
+        for batch in batches {
+            state.add_batch(self.base_offset, batch, index_interval_bytes, now_ms);
+        }
+    }
+
+    /// Writes index entries not yet in the index files (no fsync: recovery can rebuild them).
+    ///
+    /// # Errors
+    /// Any I/O error; the in-memory index stays authoritative.
+    pub async fn persist_indexes(&self, io: &Io) -> Result<(), IoError> {
+        let (index_bytes, index_at, time_bytes, time_at, counts) = {
+            let state = self.state.read();
+            (
+                state.index.encode_from(state.index_persisted),
+                state.index_persisted * super::offset_index::OFFSET_INDEX_ENTRY_LEN,
+                state.time_index.encode_from(state.time_index_persisted),
+                state.time_index_persisted * super::time_index::TIME_INDEX_ENTRY_LEN,
+                (state.index.len(), state.time_index.len()),
+            )
+        };
+        if !index_bytes.is_empty() {
+            io.write_at(
+                &self.index_file,
+                index_at as u64,
+                vec![Bytes::from(index_bytes)],
+            )
+            .await?;
+        }
+        if !time_bytes.is_empty() {
+            io.write_at(
+                &self.time_index_file,
+                time_at as u64,
+                vec![Bytes::from(time_bytes)],
+            )
+            .await?;
+        }
+        let mut state = self.state.write();
+        state.index_persisted = counts.0;
+        state.time_index_persisted = counts.1;
+        Ok(())
+    }
+
+    /// Persists and fsyncs the indexes and the log: called when the segment is closed.
+    ///
+    /// # Errors
+    /// Any I/O error.
+    pub async fn sync_all(&self, io: &Io) -> Result<(), IoError> {
+        self.persist_indexes(io).await?;
+        io.sync_data(&self.index_file).await?;
+        io.sync_data(&self.time_index_file).await?;
+        io.sync_data(&self.log).await
+    }
+
+    /// Finds the whole batches to return for a read starting at `offset`: the batch that holds
+    /// `offset` (or the first one after it, when compaction left a gap) and the batches after it
+    /// while they fit in `max_bytes` (always at least one) and start below `high_watermark`.
+    /// `None` when the segment has nothing at or after `offset`.
+    ///
+    /// # Errors
+    /// A header inside the durable range that does not parse.
+    pub fn locate(
+        &self,
+        offset: u64,
+        max_bytes: u64,
+        high_watermark: u64,
+    ) -> Result<Option<BatchRange>, SegmentReadError> {
+        let (start, durable) = {
+            let state = self.state.read();
+            let relative =
+                u32::try_from(offset.saturating_sub(self.base_offset)).unwrap_or(u32::MAX);
+            let start = state
+                .index
+                .lookup(relative)
+                .map_or(0, |e| u64::from(e.position));
+            (start, state.durable_size)
+        };
+        let Some(window) = self.map.as_slice().get(start as usize..durable as usize) else {
+            return Ok(None);
+        };
+        let mut found: Option<BatchRange> = None;
+        for item in batch_headers(window) {
+            let (relative_position, header) = item.map_err(|source| self.corrupt(start, source))?;
+            let position = start + relative_position as u64;
+            let (base, last) = batch_offsets(&header);
+            if base >= high_watermark {
+                break;
+            }
+            let len = header.total_len() as u64;
+            match &mut found {
+                None if last < offset => continue,
+                None => {
+                    found = Some(BatchRange {
+                        bytes: position..position + len,
+                        first_offset: base,
+                        next_offset: last + 1,
+                    });
+                }
+                Some(range) => {
+                    if range.bytes.end - range.bytes.start + len > max_bytes {
+                        break;
+                    }
+                    range.bytes.end = position + len;
+                    range.next_offset = last + 1;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The mapped bytes of `range` without copying, if the pages are in memory.
+    pub fn resident_slice(&self, range: &Range<u64>) -> Option<Bytes> {
+        let range = range.start as usize..range.end as usize;
+        self.map
+            .is_resident(range.clone())
+            .then(|| self.map.slice(range))
+    }
+
+    /// The mapped bytes of `range` without copying, resident or not (recovery and tests).
+    pub fn mapped_slice(&self, range: Range<u64>) -> Bytes {
+        self.map.slice(range.start as usize..range.end as usize)
+    }
+
+    /// Mapped bytes of the whole durable log, for scans that only look at headers.
+    pub fn durable_bytes(&self) -> Bytes {
+        let durable = self.state.read().durable_size;
+        self.map.slice(0..durable as usize)
+    }
+
+    fn corrupt(&self, start: u64, source: BatchError) -> SegmentReadError {
+        SegmentReadError::Corrupt {
+            path: self.log.path().to_path_buf(),
+            position: start,
+            source,
+        }
+    }
+}
+
+/// Plain-data view of a segment's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentSnapshot {
+    /// The segment's base offset.
+    pub base_offset: u64,
+    /// Durable bytes in the log file.
+    pub durable_size: u64,
+    /// Offset after the last durable batch.
+    pub next_offset: u64,
+    /// Largest durable record timestamp.
+    pub max_timestamp: Option<i64>,
+    /// Time the segment's age counts from.
+    pub roll_basis_ms: Option<i64>,
+}
+
+/// `(base offset, last offset)` of a batch header as unsigned offsets; a negative offset in a
+/// header that passed validation cannot occur, so it clamps to 0 instead of panicking.
+pub fn batch_offsets(header: &BatchHeader) -> (u64, u64) {
+    let base = u64::try_from(header.base_offset).unwrap_or(0);
+    let last = u64::try_from(header.last_offset()).unwrap_or(base);
+    (base, last.max(base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_sort_by_offset_and_parse_back() {
+        let name = segment_file_name(42, LOG_SUFFIX);
+        assert_eq!(name, "00000000000000000042.log");
+        assert_eq!(parse_segment_file_name(&name, LOG_SUFFIX), Some(42));
+        assert_eq!(parse_segment_file_name(&name, INDEX_SUFFIX), None);
+        assert_eq!(parse_segment_file_name("42.log", LOG_SUFFIX), None);
+        assert_eq!(
+            parse_segment_file_name("0000000000000000004x.log", LOG_SUFFIX),
+            None
+        );
+        assert!(segment_file_name(9, LOG_SUFFIX) < segment_file_name(10, LOG_SUFFIX));
+    }
+}

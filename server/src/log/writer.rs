@@ -1,0 +1,508 @@
+//! The partition's single writer task: assigns offsets, group-commits, rolls segments.
+//!
+//! One round = every append waiting in the queue (up to `max_round_bytes`), written with one
+//! vectored write and made durable with one fdatasync. Requests that arrive during the fsync form
+//! the next round, so the batch size adapts to the disk's fsync latency by itself. `acks=leader`
+//! requests are answered after the write, `acks=all` after the fsync; readers see the round only
+//! after the fsync. A failed write is cut off again (`set_len` back to the durable size) so the
+//! partition keeps accepting appends once the cause (a full disk) is gone; a failed fsync poisons
+//! the partition, because after one the kernel may have dropped dirty pages it still reports
+//! as written (PostgreSQL's "fsyncgate").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::batch::{LOG_OVERHEAD, RecordBatch};
+use super::meta::{PartitionMeta, write_file_atomically, write_meta};
+use super::partition::{Acks, AppendError, BatchAck, CloseError, LogOffsets, Shared};
+use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
+use super::recovery::SNAPSHOT_SUFFIX;
+use super::segment::{AppendedBatch, Segment, segment_file_name};
+
+type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
+
+/// Messages to the writer task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Append {
+        batches: Vec<RecordBatch>,
+        acks: Acks,
+        expected_offset: Option<u64>,
+        reply: AppendReply,
+    },
+    Roll {
+        reply: oneshot::Sender<Result<(), AppendError>>,
+    },
+    Tick {
+        reply: oneshot::Sender<Result<(), AppendError>>,
+    },
+    Close {
+        reply: oneshot::Sender<Result<(), CloseError>>,
+    },
+}
+
+/// One append request inside a round.
+struct Pending {
+    batches: Vec<RecordBatch>,
+    acks: Acks,
+    expected_offset: Option<u64>,
+    reply: AppendReply,
+    bytes: u64,
+}
+
+/// What happens to one batch of a request, decided before the write.
+enum Planned {
+    /// Written at these offsets.
+    Write { batch: RecordBatch, ack: BatchAck },
+    /// A producer retry of a batch already in the log: answered, not written.
+    Duplicate(BatchAck),
+}
+
+/// A request whose batches have offsets.
+struct PlannedRequest {
+    plan: Vec<Planned>,
+    acks: Acks,
+    reply: AppendReply,
+}
+
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    meta: PartitionMeta,
+    producers: ProducerState,
+    poisoned: Option<String>,
+}
+
+impl Writer {
+    pub(crate) fn new(shared: Arc<Shared>, meta: PartitionMeta, producers: ProducerState) -> Self {
+        Self {
+            shared,
+            meta,
+            producers,
+            poisoned: None,
+        }
+    }
+
+    pub(crate) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let period = Duration::from_millis(self.shared.config.read().roll_check_interval_ms);
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut deferred: Option<Command> = None;
+        loop {
+            let command = match deferred.take() {
+                Some(command) => command,
+                None => tokio::select! {
+                    command = commands.recv() => match command {
+                        Some(command) => command,
+                        None => return,
+                    },
+                    _ = ticker.tick() => {
+                        if let Err(error) = self.roll_if_old().await {
+                            tracing::warn!(dir = %self.shared.dir.display(), %error, "idle roll failed");
+                        }
+                        continue;
+                    }
+                },
+            };
+            match command {
+                Command::Append {
+                    batches,
+                    acks,
+                    expected_offset,
+                    reply,
+                } => {
+                    let mut round = vec![pending(batches, acks, expected_offset, reply)];
+                    let mut round_bytes = round[0].bytes;
+                    while round_bytes < self.shared.config.read().max_round_bytes {
+                        match commands.try_recv() {
+                            Ok(Command::Append {
+                                batches,
+                                acks,
+                                expected_offset,
+                                reply,
+                            }) => {
+                                let next = pending(batches, acks, expected_offset, reply);
+                                round_bytes += next.bytes;
+                                round.push(next);
+                            }
+                            Ok(other) => {
+                                deferred = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.append_round(round).await;
+                }
+                Command::Roll { reply } => {
+                    let result = self.roll().await;
+                    let _ = reply.send(result);
+                }
+                Command::Tick { reply } => {
+                    let _ = reply.send(self.roll_if_old().await);
+                }
+                Command::Close { reply } => {
+                    let _ = reply.send(self.close().await);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes a round, rolling between requests when the active segment is full.
+    async fn append_round(&mut self, round: Vec<Pending>) {
+        if let Some(reason) = &self.poisoned {
+            for request in round {
+                let _ = request.reply.send(Err(AppendError::Poisoned {
+                    reason: reason.clone(),
+                }));
+            }
+            return;
+        }
+        if let Err(error) = self.roll_if_old().await {
+            fail_all(round, &error);
+            return;
+        }
+        let mut run = Run::default();
+        for request in round {
+            let active = self.shared.active_segment();
+            let snapshot = active.snapshot();
+            let size = snapshot.durable_size + run.bytes;
+            let records: u64 = request.batches.iter().map(record_span).sum();
+            let relative_end = snapshot.next_offset + run.offsets + records - snapshot.base_offset;
+            let segment_bytes = self.shared.config.read().segment_bytes;
+            let full = size > 0
+                && (size + request.bytes > segment_bytes || relative_end > u64::from(u32::MAX));
+            if full {
+                let finished = std::mem::take(&mut run);
+                self.write_run(&active, finished).await;
+                if let Err(error) = self.roll().await {
+                    let _ = request.reply.send(Err(error));
+                    continue;
+                }
+            }
+            let next_offset = self.shared.active_segment().snapshot().next_offset + run.offsets;
+            if let Some(planned) = self.plan(request, next_offset, &mut run.undo) {
+                run.bytes += planned.written_bytes();
+                run.offsets += planned.written_offsets();
+                run.requests.push(planned);
+            }
+        }
+        let active = self.shared.active_segment();
+        self.write_run(&active, run).await;
+    }
+
+    /// Assigns offsets to a request's batches, after the conditional-append and idempotence
+    /// checks. A refused request is answered here and yields `None`.
+    fn plan(
+        &mut self,
+        request: Pending,
+        next_offset: u64,
+        undo: &mut UndoLog,
+    ) -> Option<PlannedRequest> {
+        if let Some(expected) = request.expected_offset
+            && expected != next_offset
+        {
+            let error = AppendError::OffsetMismatch {
+                expected,
+                actual: next_offset,
+            };
+            let _ = request.reply.send(Err(error));
+            return None;
+        }
+        let mark = undo.len();
+        let mut plan = Vec::with_capacity(request.batches.len());
+        let mut next = next_offset;
+        for batch in request.batches {
+            match self.producers.check(batch.header()) {
+                Ok(SequenceCheck::Append) => {
+                    let ack = BatchAck {
+                        base_offset: next,
+                        last_offset: next + record_span(&batch) - 1,
+                    };
+                    self.producers.record_undoable(batch.header(), ack, undo);
+                    next = ack.last_offset + 1;
+                    plan.push(Planned::Write { batch, ack });
+                }
+                Ok(SequenceCheck::Duplicate(ack)) => plan.push(Planned::Duplicate(ack)),
+                Err(error) => {
+                    self.producers.undo(undo, mark);
+                    let _ = request.reply.send(Err(AppendError::Producer(error)));
+                    return None;
+                }
+            }
+        }
+        Some(PlannedRequest {
+            plan,
+            acks: request.acks,
+            reply: request.reply,
+        })
+    }
+
+    /// One vectored write + one fdatasync for a run of requests in one segment.
+    async fn write_run(&mut self, segment: &Arc<Segment>, run: Run) {
+        if run.requests.is_empty() {
+            return;
+        }
+        if let Some(reason) = &self.poisoned {
+            let reason = reason.clone();
+            self.producers.undo(&run.undo, 0);
+            for request in run.requests {
+                let _ = request.reply.send(Err(AppendError::Poisoned {
+                    reason: reason.clone(),
+                }));
+            }
+            return;
+        }
+        let io = self.shared.io.clone();
+        let snapshot = segment.snapshot();
+        let mut buffers = Vec::with_capacity(run.requests.len() * 2);
+        let mut appended = Vec::new();
+        let mut position = snapshot.durable_size;
+        let mut next_offset = snapshot.next_offset;
+        for request in &run.requests {
+            for planned in &request.plan {
+                let Planned::Write { batch, ack } = planned else {
+                    continue;
+                };
+                assert!(
+                    ack.base_offset == next_offset,
+                    "invariant: planned offsets are contiguous"
+                );
+                // The CRC does not cover baseOffset, so the assigned offset travels in its own
+                // 8-byte buffer and the producer's bytes are written untouched.
+                buffers.push(Bytes::copy_from_slice(
+                    &(ack.base_offset as i64).to_be_bytes(),
+                ));
+                buffers.push(batch.bytes().slice(8..));
+                appended.push(AppendedBatch {
+                    position,
+                    len: batch.len() as u64,
+                    base_offset: ack.base_offset,
+                    last_offset: ack.last_offset,
+                    max_timestamp: batch.header().max_timestamp,
+                });
+                position += batch.len() as u64;
+                next_offset = ack.last_offset + 1;
+            }
+        }
+        if !buffers.is_empty()
+            && let Err(error) = io
+                .write_at(segment.log_file(), snapshot.durable_size, buffers)
+                .await
+        {
+            tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
+            self.producers.undo(&run.undo, 0);
+            let error = Arc::new(error);
+            if let Err(cut) = io.set_len(segment.log_file(), snapshot.durable_size).await {
+                self.poison(format!("could not cut off a failed write: {cut}"));
+            }
+            for request in run.requests {
+                let _ = request.reply.send(Err(AppendError::Io(Arc::clone(&error))));
+            }
+            return;
+        }
+        self.publish_end(next_offset, false);
+        let mut waiting = Vec::with_capacity(run.requests.len());
+        for request in run.requests {
+            let acks: Vec<BatchAck> = request.plan.iter().map(Planned::ack).collect();
+            match request.acks {
+                Acks::Leader => {
+                    let _ = request.reply.send(Ok(acks));
+                }
+                Acks::All => waiting.push((request.reply, acks)),
+            }
+        }
+        if !appended.is_empty()
+            && let Err(error) = io.sync_data(segment.log_file()).await
+        {
+            let reason = format!("fdatasync failed: {error}");
+            self.poison(reason.clone());
+            for (reply, _) in waiting {
+                let _ = reply.send(Err(AppendError::Poisoned {
+                    reason: reason.clone(),
+                }));
+            }
+            return;
+        }
+        let now = self.shared.clock.now_ms();
+        let interval = self.shared.config.read().index_interval_bytes;
+        segment.publish(&appended, interval, now);
+        self.publish_end(next_offset, true);
+        for (reply, acks) in waiting {
+            let _ = reply.send(Ok(acks));
+        }
+        if let Err(error) = segment.persist_indexes(&io).await {
+            // The in-memory index still serves reads; recovery rebuilds the file.
+            tracing::warn!(%error, "writing index entries failed");
+        }
+    }
+
+    fn publish_end(&self, log_end_offset: u64, durable: bool) {
+        self.shared.offsets.send_modify(|offsets: &mut LogOffsets| {
+            offsets.log_end_offset = log_end_offset;
+            if durable {
+                offsets.high_watermark = log_end_offset;
+            }
+        });
+    }
+
+    fn poison(&mut self, reason: String) {
+        tracing::error!(dir = %self.shared.dir.display(), %reason, "partition poisoned");
+        self.poisoned = Some(reason);
+    }
+
+    async fn roll_if_old(&mut self) -> Result<(), AppendError> {
+        let active = self.shared.active_segment();
+        let snapshot = active.snapshot();
+        let Some(basis) = snapshot.roll_basis_ms else {
+            return Ok(());
+        };
+        if snapshot.durable_size > 0
+            && self.shared.clock.now_ms().saturating_sub(basis)
+                >= self.shared.config.read().segment_ms
+        {
+            return self.roll().await;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment (fsync of data and indexes) and starts a new one at the log end.
+    /// The new segment's files and the directory entry are durable before anything is acked in
+    /// it; the recovery point moves to the new segment so restarts scan only it.
+    async fn roll(&mut self) -> Result<(), AppendError> {
+        if let Some(reason) = &self.poisoned {
+            return Err(AppendError::Poisoned {
+                reason: reason.clone(),
+            });
+        }
+        let io = self.shared.io.clone();
+        let active = self.shared.active_segment();
+        let snapshot = active.snapshot();
+        if snapshot.durable_size == 0 {
+            return Ok(());
+        }
+        let io_error = |error| AppendError::Io(Arc::new(error));
+        active.sync_all(&io).await.map_err(io_error)?;
+        let next = snapshot.next_offset;
+        let map_len = self.shared.config.read().active_map_len();
+        let segment = Segment::create(&io, &self.shared.dir, next, map_len)
+            .await
+            .map_err(io_error)?;
+        io.sync_dir(&self.shared.dir).await.map_err(io_error)?;
+        self.shared.segments.write().insert(next, Arc::new(segment));
+        self.write_producer_snapshot(next).await;
+        self.meta.recovery_point = next;
+        if let Err(error) = write_meta(&io, &self.shared.dir, &self.meta).await {
+            // Not fatal: an older recovery point only makes the next recovery scan more.
+            tracing::warn!(%error, "could not advance the recovery point");
+        }
+        tracing::debug!(dir = %self.shared.dir.display(), base_offset = next, "rolled segment");
+        Ok(())
+    }
+
+    /// Saves the producer state as of `offset`, so a restart replays only the log after it.
+    /// Failure is harmless: recovery then replays from an older snapshot or the start.
+    async fn write_producer_snapshot(&self, offset: u64) {
+        if self.producers.is_empty() {
+            return;
+        }
+        let name = segment_file_name(offset, SNAPSHOT_SUFFIX);
+        let result = match serde_json::to_vec(&self.producers) {
+            Ok(body) => {
+                write_file_atomically(&self.shared.io, &self.shared.dir, &name, body.into())
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = result {
+            tracing::warn!(%error, "could not write the producer snapshot");
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), CloseError> {
+        let io = self.shared.io.clone();
+        let active = self.shared.active_segment();
+        active.sync_all(&io).await?;
+        if self.poisoned.is_some() {
+            // Leave the marker unset so the next start verifies the log.
+            return Ok(());
+        }
+        self.meta.recovery_point = active.base_offset();
+        self.meta.log_start_offset = self.shared.offsets.borrow().log_start_offset;
+        self.meta.clean_shutdown = true;
+        write_meta(&io, &self.shared.dir, &self.meta).await?;
+        Ok(())
+    }
+}
+
+fn pending(
+    batches: Vec<RecordBatch>,
+    acks: Acks,
+    expected_offset: Option<u64>,
+    reply: AppendReply,
+) -> Pending {
+    let bytes = batches.iter().map(|b| b.len() as u64).sum();
+    Pending {
+        batches,
+        acks,
+        expected_offset,
+        reply,
+        bytes,
+    }
+}
+
+/// How many offsets a batch occupies: `lastOffsetDelta + 1` (validated to be >= 1 on append).
+fn record_span(batch: &RecordBatch) -> u64 {
+    u64::try_from(batch.header().last_offset_delta).map_or(1, |delta| delta + 1)
+}
+
+fn fail_all(round: Vec<Pending>, error: &AppendError) {
+    for request in round {
+        let _ = request.reply.send(Err(error.duplicate()));
+    }
+}
+
+/// Requests planned into one write.
+#[derive(Default)]
+struct Run {
+    requests: Vec<PlannedRequest>,
+    bytes: u64,
+    offsets: u64,
+    undo: UndoLog,
+}
+
+impl PlannedRequest {
+    fn written_bytes(&self) -> u64 {
+        self.plan
+            .iter()
+            .map(|p| match p {
+                Planned::Write { batch, .. } => batch.len() as u64,
+                Planned::Duplicate(_) => 0,
+            })
+            .sum()
+    }
+
+    fn written_offsets(&self) -> u64 {
+        self.plan
+            .iter()
+            .map(|p| match p {
+                Planned::Write { ack, .. } => ack.last_offset - ack.base_offset + 1,
+                Planned::Duplicate(_) => 0,
+            })
+            .sum()
+    }
+}
+
+impl Planned {
+    fn ack(&self) -> BatchAck {
+        match self {
+            Planned::Write { ack, .. } | Planned::Duplicate(ack) => *ack,
+        }
+    }
+}
+
+const _: () = assert!(LOG_OVERHEAD >= 8);
