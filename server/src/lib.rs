@@ -1,9 +1,16 @@
-//! Strata's server: the storage engine (`log`), its disk layer (`io`) and, in later issues, the
-//! HTTP API. `main.rs` only parses the command line and calls into this library, so tests and
-//! benchmarks use exactly the code the binary runs.
+//! Strata's server: the storage engine (`log`), its disk layer (`io`), topics, and the HTTP API.
+//! `main.rs` only parses the command line and calls into this library ([`server::run`]), so tests
+//! and benchmarks use exactly the code the binary runs.
 
+pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod http;
 pub mod io;
 pub mod limits;
 pub mod log;
+pub mod producers;
+pub mod server;
+pub mod topics;
+
+pub use server::{StartError, run};

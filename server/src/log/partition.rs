@@ -53,6 +53,9 @@ pub struct BatchAck {
     pub base_offset: u64,
     /// Offset of the batch's last record.
     pub last_offset: u64,
+    /// True when the batch was an idempotent producer's retry of a batch already in the log:
+    /// these are the offsets it got the first time and nothing was appended.
+    pub duplicate: bool,
 }
 
 /// Why an append failed. Nothing of a failed append ever becomes readable.

@@ -131,6 +131,7 @@ impl ProducerState {
             return Ok(SequenceCheck::Duplicate(BatchAck {
                 base_offset: cached.base_offset,
                 last_offset: cached.last_offset,
+                duplicate: true,
             }));
         }
         let expected = entry
@@ -243,6 +244,14 @@ mod tests {
         BatchAck {
             base_offset: base,
             last_offset: base + count - 1,
+            duplicate: false,
+        }
+    }
+
+    fn dup(base: u64, count: u64) -> BatchAck {
+        BatchAck {
+            duplicate: true,
+            ..ack(base, count)
         }
     }
 
@@ -254,7 +263,7 @@ mod tests {
         state.record(&first, ack(10, 3));
         assert_eq!(
             state.check(&first),
-            Ok(SequenceCheck::Duplicate(ack(10, 3)))
+            Ok(SequenceCheck::Duplicate(dup(10, 3)))
         );
         let gap = header(7, 0, 5, 1);
         assert_eq!(
@@ -270,7 +279,7 @@ mod tests {
         state.record(&next, ack(20, 2));
         assert_eq!(
             state.check(&first),
-            Ok(SequenceCheck::Duplicate(ack(10, 3)))
+            Ok(SequenceCheck::Duplicate(dup(10, 3)))
         );
     }
 
@@ -313,7 +322,7 @@ mod tests {
         ));
         assert_eq!(
             state.check(&header(1, 0, 6, 1)),
-            Ok(SequenceCheck::Duplicate(ack(6, 1)))
+            Ok(SequenceCheck::Duplicate(dup(6, 1)))
         );
         assert_eq!(next_sequence(i32::MAX), 0);
     }

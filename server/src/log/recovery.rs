@@ -169,6 +169,7 @@ async fn rebuild_producer_state(
                     BatchAck {
                         base_offset: base,
                         last_offset: last,
+                        duplicate: false,
                     },
                 );
             }

@@ -692,7 +692,12 @@ async fn a_retried_idempotent_batch_gets_its_first_offsets_and_is_not_appended_a
             .append(vec![first.clone()], Acks::All)
             .await
             .unwrap();
-        assert_eq!(retry, acks, "a retry answers with the original offsets");
+        assert_eq!(
+            retry[0].base_offset, acks[0].base_offset,
+            "a retry gets the original offsets"
+        );
+        assert_eq!(retry[0].last_offset, acks[0].last_offset);
+        assert!(retry[0].duplicate && !acks[0].duplicate);
         assert_eq!(partition.offsets().log_end_offset, 2, "and appends nothing");
         match partition
             .append(vec![idempotent_batch(7, 0, 5, &[b"c"])], Acks::All)

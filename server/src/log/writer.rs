@@ -218,15 +218,22 @@ impl Writer {
         for batch in request.batches {
             match self.producers.check(batch.header()) {
                 Ok(SequenceCheck::Append) => {
+                    let last_offset = next + record_span(&batch) - 1;
                     let ack = BatchAck {
                         base_offset: next,
-                        last_offset: next + record_span(&batch) - 1,
+                        last_offset,
+                        duplicate: false,
                     };
                     self.producers.record_undoable(batch.header(), ack, undo);
                     next = ack.last_offset + 1;
                     plan.push(Planned::Write { batch, ack });
                 }
-                Ok(SequenceCheck::Duplicate(ack)) => plan.push(Planned::Duplicate(ack)),
+                Ok(SequenceCheck::Duplicate(ack)) => {
+                    plan.push(Planned::Duplicate(BatchAck {
+                        duplicate: true,
+                        ..ack
+                    }));
+                }
                 Err(error) => {
                     self.producers.undo(undo, mark);
                     let _ = request.reply.send(Err(AppendError::Producer(error)));
@@ -288,11 +295,29 @@ impl Writer {
                 next_offset = ack.last_offset + 1;
             }
         }
-        if !buffers.is_empty()
-            && let Err(error) = io
-                .write_at(segment.log_file(), snapshot.durable_size, buffers)
+        let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
+        // With only acks=all requests, write and fdatasync go to the I/O layer as one operation
+        // (one round trip to the ring thread instead of two).
+        let write = if buffers.is_empty() {
+            Ok(())
+        } else if leader_acks {
+            io.write_at(segment.log_file(), snapshot.durable_size, buffers)
                 .await
-        {
+        } else {
+            io.write_at_and_sync(segment.log_file(), snapshot.durable_size, buffers)
+                .await
+        };
+        if let Err(error) = write {
+            if error.op == "fdatasync" {
+                let reason = format!("fdatasync failed: {error}");
+                self.poison(reason.clone());
+                for request in run.requests {
+                    let _ = request.reply.send(Err(AppendError::Poisoned {
+                        reason: reason.clone(),
+                    }));
+                }
+                return;
+            }
             tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
             self.producers.undo(&run.undo, 0);
             let error = Arc::new(error);
@@ -315,7 +340,8 @@ impl Writer {
                 Acks::All => waiting.push((request.reply, acks)),
             }
         }
-        if !appended.is_empty()
+        if leader_acks
+            && !appended.is_empty()
             && let Err(error) = io.sync_data(segment.log_file()).await
         {
             let reason = format!("fdatasync failed: {error}");
@@ -334,10 +360,9 @@ impl Writer {
         for (reply, acks) in waiting {
             let _ = reply.send(Ok(acks));
         }
-        if let Err(error) = segment.persist_indexes(&io).await {
-            // The in-memory index still serves reads; recovery rebuilds the file.
-            tracing::warn!(%error, "writing index entries failed");
-        }
+        // Index entries of the active segment reach their files when it is sealed or closed:
+        // after a crash, recovery rescans the active segment and rebuilds them anyway, so
+        // writing them every round would only add I/O to every append.
     }
 
     fn publish_end(&self, log_end_offset: u64, durable: bool) {

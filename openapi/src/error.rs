@@ -1,0 +1,356 @@
+//! The error contract: every 4xx and 5xx response carries an [`ErrorBody`] whose `code` is an
+//! [`ErrorCode`].
+//!
+//! Clients branch on `code`, never on `message` or on the HTTP status alone: several codes share a
+//! status (`topic_not_found` and `partition_not_found` are both 404), and the code says which
+//! thing went wrong. The code also decides the status and whether a retry can succeed, so the
+//! server cannot answer `offset_out_of_range` with anything but 416.
+//!
+//! Invariant: a code's wire name, status and retryability never change once released. Codes are
+//! never renamed or reused; a code that is no longer produced moves to the retired list below.
+//!
+//! Retired codes (never reuse these names): none yet.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Stable, machine-readable reason for an error response.
+///
+/// Branch on this, not on `message`. The HTTP status follows from the code; `retryable` in the
+/// body says whether repeating the same request can succeed. Codes (status in parentheses):
+///
+/// - `bad_header` (400): a request header could not be parsed.
+/// - `bad_json` (400): the body is not valid JSON or does not match the request schema.
+/// - `bad_path` (400): a path segment could not be parsed, such as a non-numeric partition.
+/// - `bad_query` (400): a query parameter could not be parsed or is unknown.
+/// - `bad_record_batch` (400): raw Kafka RecordBatch bytes do not decode (CRC, length or magic).
+/// - `busy` (503, retryable): the server is overloaded; retry after a short backoff.
+/// - `conflict` (409): the request conflicts with the current state of the resource.
+/// - `corrupt` (500): stored data failed an integrity check while serving the request.
+/// - `internal` (500): an unexpected server error; the server logs the detail.
+/// - `invalid` (422): the request is well-formed but a value is not acceptable.
+/// - `invalid_config` (422): a topic config key is unknown or its value is out of range.
+/// - `invalid_producer` (422): the producer id is unknown to the server.
+/// - `invalid_topic_name` (422): the topic name breaks the naming rules.
+/// - `key_required` (422): a record without a key was sent to a compacted topic.
+/// - `method_not_allowed` (405): the route exists but not for this HTTP method.
+/// - `not_acceptable` (406): no representation matches the `Accept` header.
+/// - `not_found` (404): no such route.
+/// - `offset_mismatch` (412): conditional append failed; `log_end_offset` holds the actual end.
+/// - `offset_out_of_range` (416): the offset is outside the log; the body holds the valid range.
+/// - `partition_not_found` (404): the topic has no such partition.
+/// - `producer_fenced` (409): a newer epoch of this producer id exists; this session is stale.
+/// - `record_too_large` (413): one record exceeds the topic's `max_message_bytes`.
+/// - `request_too_large` (413): the request body exceeds the server's limit.
+/// - `sequence_gap` (409): the producer sequence is not the next one expected for the partition.
+/// - `storage_unavailable` (503, retryable): the storage layer cannot serve the request now.
+/// - `timeout` (504, retryable): the server gave up waiting; the request may have taken effect.
+/// - `topic_already_exists` (409): a topic with this name exists.
+/// - `topic_not_found` (404): no topic has this name.
+/// - `unavailable` (503, retryable): the server is starting up or shutting down.
+/// - `unsupported_media_type` (415): the `Content-Type` is not accepted by this endpoint.
+// The identity of a code is its snake_case wire name, not a discriminant, so variants carry no
+// explicit values. Keep variants sorted by wire name; the tests check it.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// A request header could not be parsed (for example `Last-Event-ID` is not an offset).
+    BadHeader,
+    /// The body is not valid JSON, has a value of the wrong type, or has an unknown field.
+    BadJson,
+    /// A path segment could not be parsed, such as a partition that is not a number.
+    BadPath,
+    /// A query parameter could not be parsed, or the endpoint does not know it.
+    BadQuery,
+    /// Raw Kafka RecordBatch bytes do not decode: wrong CRC, length or magic byte.
+    BadRecordBatch,
+    /// The server is overloaded (queues full); retry after a short backoff.
+    Busy,
+    /// The request conflicts with the current state of the resource.
+    Conflict,
+    /// Stored data failed an integrity check while serving the request.
+    Corrupt,
+    /// An unexpected server error; the message says nothing internal, the server log does.
+    Internal,
+    /// The request is well-formed but a value is not acceptable (for example `partitions: 0`).
+    Invalid,
+    /// A topic config key is unknown, or its value has the wrong type or is out of range.
+    InvalidConfig,
+    /// The producer id is unknown to the server; obtain one from `POST /v1/producers`.
+    InvalidProducer,
+    /// The topic name is not 1 to 249 characters of `[A-Za-z0-9._-]`, is `.` or `..`, or uses
+    /// the `__` prefix reserved for internal topics.
+    InvalidTopicName,
+    /// A record without a key was sent to a compacted topic, where the key is the identity.
+    KeyRequired,
+    /// The route exists, but not for this HTTP method.
+    MethodNotAllowed,
+    /// None of the media types in the `Accept` header can be served by this endpoint.
+    NotAcceptable,
+    /// No route matches the request path.
+    NotFound,
+    /// Conditional append failed: the log end offset differs from `expected_offset`. The body's
+    /// `log_end_offset` holds the actual value.
+    OffsetMismatch,
+    /// The offset is below the log start or above the high watermark. The body's
+    /// `earliest_offset` and `latest_offset` hold the valid range.
+    OffsetOutOfRange,
+    /// The topic exists but has no partition with this number.
+    PartitionNotFound,
+    /// A newer epoch of this producer id was initialized; this producer session is stale and
+    /// must stop.
+    ProducerFenced,
+    /// One record exceeds the topic's `max_message_bytes`.
+    RecordTooLarge,
+    /// The request body exceeds the server's request size limit.
+    RequestTooLarge,
+    /// The producer sequence for a partition is not the next one the server expects: records
+    /// were lost or reordered between the producer and the server.
+    SequenceGap,
+    /// The storage layer (disk or object store) cannot serve the request right now.
+    StorageUnavailable,
+    /// The server gave up waiting (for example for an fsync). The request may still have taken
+    /// effect; retrying with producer fields makes the retry safe.
+    Timeout,
+    /// A topic with this name already exists.
+    TopicAlreadyExists,
+    /// No topic has this name.
+    TopicNotFound,
+    /// The server is starting up (recovering) or shutting down.
+    Unavailable,
+    /// The request's `Content-Type` is not accepted by this endpoint.
+    UnsupportedMediaType,
+}
+
+impl ErrorCode {
+    /// Every code, sorted by wire name. Useful for documentation and exhaustive tests.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::BadHeader,
+        ErrorCode::BadJson,
+        ErrorCode::BadPath,
+        ErrorCode::BadQuery,
+        ErrorCode::BadRecordBatch,
+        ErrorCode::Busy,
+        ErrorCode::Conflict,
+        ErrorCode::Corrupt,
+        ErrorCode::Internal,
+        ErrorCode::Invalid,
+        ErrorCode::InvalidConfig,
+        ErrorCode::InvalidProducer,
+        ErrorCode::InvalidTopicName,
+        ErrorCode::KeyRequired,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::NotAcceptable,
+        ErrorCode::NotFound,
+        ErrorCode::OffsetMismatch,
+        ErrorCode::OffsetOutOfRange,
+        ErrorCode::PartitionNotFound,
+        ErrorCode::ProducerFenced,
+        ErrorCode::RecordTooLarge,
+        ErrorCode::RequestTooLarge,
+        ErrorCode::SequenceGap,
+        ErrorCode::StorageUnavailable,
+        ErrorCode::Timeout,
+        ErrorCode::TopicAlreadyExists,
+        ErrorCode::TopicNotFound,
+        ErrorCode::Unavailable,
+        ErrorCode::UnsupportedMediaType,
+    ];
+
+    /// The HTTP status code that every response with this code carries.
+    pub fn status(&self) -> u16 {
+        match self {
+            ErrorCode::BadHeader
+            | ErrorCode::BadJson
+            | ErrorCode::BadPath
+            | ErrorCode::BadQuery
+            | ErrorCode::BadRecordBatch => 400,
+            ErrorCode::NotFound | ErrorCode::PartitionNotFound | ErrorCode::TopicNotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::NotAcceptable => 406,
+            ErrorCode::Conflict
+            | ErrorCode::ProducerFenced
+            | ErrorCode::SequenceGap
+            | ErrorCode::TopicAlreadyExists => 409,
+            ErrorCode::OffsetMismatch => 412,
+            ErrorCode::RecordTooLarge | ErrorCode::RequestTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::OffsetOutOfRange => 416,
+            ErrorCode::Invalid
+            | ErrorCode::InvalidConfig
+            | ErrorCode::InvalidProducer
+            | ErrorCode::InvalidTopicName
+            | ErrorCode::KeyRequired => 422,
+            ErrorCode::Corrupt | ErrorCode::Internal => 500,
+            ErrorCode::Busy | ErrorCode::StorageUnavailable | ErrorCode::Unavailable => 503,
+            ErrorCode::Timeout => 504,
+        }
+    }
+
+    /// Whether repeating the identical request later can succeed without the client changing
+    /// anything. Only transient server-side conditions are retryable.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ErrorCode::Busy
+            | ErrorCode::StorageUnavailable
+            | ErrorCode::Timeout
+            | ErrorCode::Unavailable => true,
+            ErrorCode::BadHeader
+            | ErrorCode::BadJson
+            | ErrorCode::BadPath
+            | ErrorCode::BadQuery
+            | ErrorCode::BadRecordBatch
+            | ErrorCode::Conflict
+            | ErrorCode::Corrupt
+            | ErrorCode::Internal
+            | ErrorCode::Invalid
+            | ErrorCode::InvalidConfig
+            | ErrorCode::InvalidProducer
+            | ErrorCode::InvalidTopicName
+            | ErrorCode::KeyRequired
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::NotAcceptable
+            | ErrorCode::NotFound
+            | ErrorCode::OffsetMismatch
+            | ErrorCode::OffsetOutOfRange
+            | ErrorCode::PartitionNotFound
+            | ErrorCode::ProducerFenced
+            | ErrorCode::RecordTooLarge
+            | ErrorCode::RequestTooLarge
+            | ErrorCode::SequenceGap
+            | ErrorCode::TopicAlreadyExists
+            | ErrorCode::TopicNotFound
+            | ErrorCode::UnsupportedMediaType => false,
+        }
+    }
+
+    /// The snake_case wire name, identical to the serde serialization.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorCode::BadHeader => "bad_header",
+            ErrorCode::BadJson => "bad_json",
+            ErrorCode::BadPath => "bad_path",
+            ErrorCode::BadQuery => "bad_query",
+            ErrorCode::BadRecordBatch => "bad_record_batch",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Corrupt => "corrupt",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::InvalidConfig => "invalid_config",
+            ErrorCode::InvalidProducer => "invalid_producer",
+            ErrorCode::InvalidTopicName => "invalid_topic_name",
+            ErrorCode::KeyRequired => "key_required",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::NotAcceptable => "not_acceptable",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::OffsetMismatch => "offset_mismatch",
+            ErrorCode::OffsetOutOfRange => "offset_out_of_range",
+            ErrorCode::PartitionNotFound => "partition_not_found",
+            ErrorCode::ProducerFenced => "producer_fenced",
+            ErrorCode::RecordTooLarge => "record_too_large",
+            ErrorCode::RequestTooLarge => "request_too_large",
+            ErrorCode::SequenceGap => "sequence_gap",
+            ErrorCode::StorageUnavailable => "storage_unavailable",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::TopicAlreadyExists => "topic_already_exists",
+            ErrorCode::TopicNotFound => "topic_not_found",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of every error response: `{"error": {"code": ..., "message": ..., "retryable": ...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(
+    json!({"error": {
+        "code": "offset_out_of_range",
+        "message": "offset 120 is outside the log of orders/0, valid offsets are 100..=118",
+        "retryable": false,
+        "earliest_offset": 100,
+        "latest_offset": 118
+    }}),
+    json!({"error": {
+        "code": "topic_not_found",
+        "message": "topic 'orders' does not exist",
+        "retryable": false
+    }})
+))]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, as a stable code, a human-readable message and offset context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorDetail {
+    /// Stable reason to branch on; decides the HTTP status.
+    pub code: ErrorCode,
+    /// Human-readable explanation for logs and people. Its wording may change between
+    /// releases: do not parse it.
+    pub message: String,
+    /// Whether repeating the identical request later can succeed. True only for transient
+    /// server-side conditions (`busy`, `storage_unavailable`, `timeout`, `unavailable`).
+    pub retryable: bool,
+    /// On `offset_out_of_range`: the first offset still readable in the partition (log start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_offset: Option<u64>,
+    /// On `offset_out_of_range`: the high watermark, the last valid fetch position (fetching at
+    /// it waits for new records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_offset: Option<u64>,
+    /// On `offset_mismatch`: the actual log end offset, the offset the next appended record
+    /// would get. Retry the conditional append with this as `expected_offset` if that is still
+    /// what you intend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_end_offset: Option<u64>,
+}
+
+impl ErrorBody {
+    /// An error body for `code` with `message`; `retryable` follows from the code.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+                retryable: code.is_retryable(),
+                earliest_offset: None,
+                latest_offset: None,
+                log_end_offset: None,
+            },
+        }
+    }
+
+    /// Adds the valid offset range, as an `offset_out_of_range` response carries it.
+    pub fn with_offset_range(mut self, earliest_offset: u64, latest_offset: u64) -> Self {
+        self.error.earliest_offset = Some(earliest_offset);
+        self.error.latest_offset = Some(latest_offset);
+        self
+    }
+
+    /// Adds the actual log end offset, as an `offset_mismatch` response carries it.
+    pub fn with_log_end_offset(mut self, log_end_offset: u64) -> Self {
+        self.error.log_end_offset = Some(log_end_offset);
+        self
+    }
+
+    /// The HTTP status of this error, from its code.
+    pub fn status(&self) -> u16 {
+        self.error.code.status()
+    }
+}
+
+#[cfg(test)]
+mod tests;

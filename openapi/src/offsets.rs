@@ -1,0 +1,77 @@
+//! Partition offset bodies: `GET /v1/topics/{topic}/partitions/{partition}/offsets`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// Query parameters of the offsets endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OffsetsQuery {
+    /// Look up the first offset whose record timestamp (milliseconds since the Unix epoch) is
+    /// at or after this; the answer is then a `TimestampOffset`. Absent: the answer is
+    /// `PartitionOffsets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+}
+
+/// The offset bounds of a partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({"earliest": 100, "latest": 1200, "log_end": 1200})))]
+pub struct PartitionOffsets {
+    /// First offset still readable (log start offset).
+    pub earliest: u64,
+    /// High watermark: records below it are committed and readable; fetching at it waits for
+    /// new records.
+    pub latest: u64,
+    /// The offset the next appended record will get. Equals `latest` once every appended
+    /// record is committed.
+    pub log_end: u64,
+}
+
+/// The answer to a timestamp lookup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(
+    json!({"timestamp": 1735689600000_i64, "offset": 877}),
+    json!({"timestamp": 1893456000000_i64, "offset": null})
+))]
+pub struct TimestampOffset {
+    /// The timestamp that was looked up, as given in the query.
+    pub timestamp: i64,
+    /// The first offset whose record timestamp is at or after `timestamp`; `null` when no
+    /// record is that recent.
+    #[schema(required = true)]
+    pub offset: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn timestamp_offset_serializes_a_missing_offset_as_null() {
+        let answer = TimestampOffset {
+            timestamp: 5,
+            offset: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&answer).unwrap(),
+            json!({"timestamp": 5, "offset": null})
+        );
+    }
+
+    #[test]
+    fn partition_offsets_use_the_issue_names() {
+        let offsets = PartitionOffsets {
+            earliest: 1,
+            latest: 2,
+            log_end: 3,
+        };
+        assert_eq!(
+            serde_json::to_value(&offsets).unwrap(),
+            json!({"earliest": 1, "latest": 2, "log_end": 3})
+        );
+    }
+}

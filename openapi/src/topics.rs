@@ -1,0 +1,241 @@
+//! Topic administration bodies: create, list, describe, update configs, add partitions.
+//!
+//! Config maps use Kafka's config names with underscores instead of dots (`retention_ms` for
+//! `retention.ms`) and JSON strings, integers or booleans as values. The server validates keys
+//! and values (`invalid_config`); these types only carry them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::json;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::{PartialSchema, ToSchema};
+
+/// A topic config value as it appears in the OpenAPI document: a JSON string, integer or
+/// boolean, whichever the key's type is.
+///
+/// Schema only: config maps hold [`serde_json::Value`] so that the server can answer a value of
+/// the wrong type with `invalid_config` naming the key, instead of a generic parse error.
+pub enum ConfigValue {}
+
+impl PartialSchema for ConfigValue {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Array(vec![
+                Type::String,
+                Type::Integer,
+                Type::Boolean,
+            ]))
+            .description(Some(
+                "A topic config value: a string, integer or boolean, whichever the key's type is.",
+            ))
+            .examples([json!(604800000), json!("compact"), json!(false)])
+            .build()
+            .into()
+    }
+}
+
+impl ToSchema for ConfigValue {}
+
+/// A topic config value in an update: like [`ConfigValue`], or `null` to reset the key to its
+/// default.
+///
+/// Schema only, like [`ConfigValue`].
+pub enum ConfigUpdateValue {}
+
+impl PartialSchema for ConfigUpdateValue {
+    fn schema() -> RefOr<Schema> {
+        let types = vec![Type::String, Type::Integer, Type::Boolean, Type::Null];
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Array(types))
+            .description(Some(
+                "A topic config value (string, integer or boolean), or null to reset the key to \
+                 its default.",
+            ))
+            .examples([json!(86400000), json!(null)])
+            .build()
+            .into()
+    }
+}
+
+impl ToSchema for ConfigUpdateValue {}
+
+/// Body of `POST /v1/topics`: creates a topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "name": "orders",
+    "partitions": 3,
+    "configs": {"retention_ms": 604800000, "cleanup_policy": "delete"}
+})))]
+pub struct CreateTopicRequest {
+    /// Topic name: 1 to 249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; the `__` prefix is
+    /// reserved for internal topics.
+    #[schema(min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")]
+    pub name: String,
+    /// Number of partitions, from 1 to the server's limit. Absent: the server's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub partitions: Option<u32>,
+    /// Topic configs by Kafka name with underscores (`retention_ms`, `retention_bytes`,
+    /// `segment_bytes`, `segment_ms`, `cleanup_policy`, `delete_retention_ms`,
+    /// `min_compaction_lag_ms`, `max_message_bytes`, `message_timestamp_type`,
+    /// `local_retention_ms`, `local_retention_bytes`, `remote_storage_enable`). Values are
+    /// strings, integers or booleans. Unknown keys are rejected; absent keys take the default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, ConfigValue>)]
+    pub configs: BTreeMap<String, Value>,
+}
+
+/// A topic with its per-partition state and effective configs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({
+    "name": "orders",
+    "internal": false,
+    "partitions": [{
+        "partition": 0,
+        "earliest_offset": 0,
+        "latest_offset": 1200,
+        "log_end_offset": 1200,
+        "size_bytes": 524288,
+        "segment_count": 1
+    }],
+    "configs": {"cleanup_policy": "delete", "retention_ms": 604800000}
+})))]
+pub struct TopicDescription {
+    /// Topic name.
+    pub name: String,
+    /// True for the server's own topics (names starting with `__`), which clients should not
+    /// write to.
+    pub internal: bool,
+    /// Every partition, ordered by partition number.
+    pub partitions: Vec<PartitionDescription>,
+    /// Effective value of every config, defaults included.
+    #[schema(value_type = BTreeMap<String, ConfigValue>)]
+    pub configs: BTreeMap<String, Value>,
+}
+
+/// The state of one partition of a topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PartitionDescription {
+    /// Partition number, from 0.
+    pub partition: u32,
+    /// First offset still readable (log start offset); older records were removed by retention.
+    pub earliest_offset: u64,
+    /// High watermark: records below it are committed and readable.
+    pub latest_offset: u64,
+    /// The offset the next appended record will get.
+    pub log_end_offset: u64,
+    /// Bytes the partition occupies in local storage.
+    pub size_bytes: u64,
+    /// Number of segment files the partition log consists of.
+    pub segment_count: u64,
+}
+
+/// Response of `GET /v1/topics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({
+    "topics": [
+        {"name": "orders", "partitions": 3, "internal": false},
+        {"name": "payments", "partitions": 1, "internal": false}
+    ]
+})))]
+pub struct TopicList {
+    /// Every topic, ordered by name.
+    pub topics: Vec<TopicSummary>,
+}
+
+/// One entry of the topic list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TopicSummary {
+    /// Topic name.
+    pub name: String,
+    /// Number of partitions.
+    pub partitions: u32,
+    /// True for the server's own topics (names starting with `__`).
+    pub internal: bool,
+}
+
+/// Body of `PATCH /v1/topics/{topic}/configs`: changes some configs, leaves the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"configs": {"retention_ms": 86400000, "segment_bytes": null}})))]
+pub struct UpdateTopicConfigsRequest {
+    /// Configs to change, by Kafka name with underscores. A `null` value resets the key to its
+    /// default; keys not mentioned keep their value. Unknown keys are rejected.
+    #[schema(value_type = BTreeMap<String, ConfigUpdateValue>)]
+    pub configs: BTreeMap<String, Value>,
+}
+
+/// Body of `POST /v1/topics/{topic}/partitions`: raises the partition count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"partitions": 6})))]
+pub struct AddPartitionsRequest {
+    /// The new total partition count; must be greater than the current count. Partitions
+    /// cannot be removed.
+    #[schema(minimum = 1)]
+    pub partitions: u32,
+}
+
+/// Response of adding partitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AddPartitionsResponse {
+    /// The topic after the change.
+    pub topic: TopicDescription,
+    /// Says that keys now hash to different partitions, so per-key ordering holds only among
+    /// records written after the change.
+    pub warning: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    #[test]
+    fn create_topic_request_defaults_partitions_and_configs() {
+        let request: CreateTopicRequest =
+            serde_json::from_value(json!({"name": "orders"})).unwrap();
+        assert_eq!(request.partitions, None);
+        assert!(request.configs.is_empty());
+    }
+
+    #[test]
+    fn create_topic_request_rejects_unknown_fields() {
+        let result: Result<CreateTopicRequest, _> =
+            serde_json::from_value(json!({"name": "orders", "replication_factor": 3}));
+        assert!(result.is_err());
+    }
+
+    #[test]
+    fn config_update_accepts_null_to_reset() {
+        let request: UpdateTopicConfigsRequest =
+            serde_json::from_value(json!({"configs": {"retention_ms": null}})).unwrap();
+        assert_eq!(request.configs["retention_ms"], Value::Null);
+    }
+
+    #[test]
+    fn config_maps_reference_config_value_and_allow_null_only_on_update() {
+        let create = serde_json::to_value(CreateTopicRequest::schema()).unwrap();
+        let values = &create["properties"]["configs"]["additionalProperties"];
+        assert_eq!(values, &json!({"$ref": "#/components/schemas/ConfigValue"}));
+        let update = serde_json::to_value(UpdateTopicConfigsRequest::schema()).unwrap();
+        let values = &update["properties"]["configs"]["additionalProperties"];
+        assert_eq!(
+            values,
+            &json!({"$ref": "#/components/schemas/ConfigUpdateValue"})
+        );
+        let value = serde_json::to_value(ConfigValue::schema()).unwrap();
+        assert_eq!(value["type"], json!(["string", "integer", "boolean"]));
+        let value = serde_json::to_value(ConfigUpdateValue::schema()).unwrap();
+        assert_eq!(
+            value["type"],
+            json!(["string", "integer", "boolean", "null"])
+        );
+    }
+}

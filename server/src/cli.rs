@@ -1,0 +1,177 @@
+//! The `strata` command line: parsing and printing only; the work is in the library. It lives in
+//! the library (not `main.rs`) so the black-box test crate can build the same binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, ConfigArgs};
+use crate::io::{Io, IoBackendChoice};
+use crate::log::RecordBatch;
+
+/// Strata: a Kafka-style log service over HTTP.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server. Settings: defaults < --config TOML file < STRATA_* variables < flags.
+    Serve(ConfigArgs),
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Decode a segment `.log` file and print one JSON line per record batch.
+    Dump {
+        /// Path of a `{base_offset:020}.log` file.
+        segment: PathBuf,
+        /// Also print every record (keys and values as lossy UTF-8 previews).
+        #[arg(long)]
+        records: bool,
+    },
+    /// Check which disk I/O backend this machine and data directory support.
+    IoProbe {
+        /// Directory to probe with a real write, fdatasync and read.
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        /// Backend to ask for: auto, io_uring or sync.
+        #[arg(long, default_value = "auto")]
+        io_backend: IoBackendChoice,
+    },
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(&args),
+        Command::Openapi => {
+            print!("{}", crate::http::openapi::spec_json());
+            Ok(())
+        }
+        Command::Dump { segment, records } => dump(&segment, records),
+        Command::IoProbe {
+            data_dir,
+            io_backend,
+        } => probe(&data_dir, io_backend),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dump(path: &PathBuf, with_records: bool) -> anyhow::Result<()> {
+    let bytes = bytes::Bytes::from(std::fs::read(path)?);
+    let mut position = 0usize;
+    while position < bytes.len() {
+        let batch = match RecordBatch::decode_first(&bytes.slice(position..)) {
+            Ok(batch) => batch,
+            Err(error) => {
+                let line = serde_json::json!({ "position": position, "error": error.to_string() });
+                println!("{line}");
+                anyhow::bail!("invalid batch at position {position}: {error}");
+            }
+        };
+        let header = batch.header();
+        let mut line = serde_json::json!({
+            "position": position,
+            "base_offset": header.base_offset,
+            "last_offset": header.last_offset(),
+            "record_count": header.record_count,
+            "size": batch.len(),
+            "first_timestamp": header.first_timestamp,
+            "max_timestamp": header.max_timestamp,
+            "producer_id": header.producer_id,
+            "producer_epoch": header.producer_epoch,
+            "base_sequence": header.base_sequence,
+            "crc": header.crc,
+        });
+        if with_records {
+            let mut records = Vec::new();
+            for record in batch.records() {
+                let record = record?;
+                let preview = |b: &Option<bytes::Bytes>| {
+                    b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())
+                };
+                records.push(serde_json::json!({
+                    "offset": record.offset,
+                    "timestamp": record.timestamp,
+                    "key": preview(&record.key),
+                    "value": preview(&record.value),
+                    "headers": record.headers.len(),
+                }));
+            }
+            line["records"] = serde_json::Value::Array(records);
+        }
+        println!("{line}");
+        position += batch.len();
+    }
+    Ok(())
+}
+
+fn probe(dir: &PathBuf, choice: IoBackendChoice) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let _guard = runtime.enter();
+    let (io, report) = Io::start(choice, dir)?;
+    println!(
+        "{}",
+        serde_json::json!({ "backend": io.kind().to_string(), "reason": report.reason })
+    );
+    Ok(())
+}
+
+fn serve(args: &ConfigArgs) -> anyhow::Result<()> {
+    let config = Config::load(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let address = listener.local_addr()?;
+        // The harness and operators read this line to learn the bound port.
+        println!(
+            "strata listening on http://{address} (data in {})",
+            config.data_dir.display()
+        );
+        use std::io::Write;
+        std::io::stdout().flush()?;
+        crate::run(config, listener, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,232 @@
+//! Conversions between the JSON record shapes of the API and the bytes stored in batches.
+//!
+//! Keys are UTF-8 strings stored as their raw bytes (so a key lands where a Kafka client with a
+//! string serializer would put it) or `key_base64` for other bytes; fetch shows a key as `key`
+//! when it is UTF-8 and as `key_base64` otherwise. Values follow `value_format`: `json` stores
+//! compact JSON text and shows it parsed, `string` stores UTF-8 text, `base64` stores the decoded
+//! bytes. When stored bytes do not fit the requested format (say, non-JSON bytes read with
+//! `json`), fetch puts them in `value_base64` instead, so every byte round-trips. Header values
+//! are strings, or base64 with `value_format=base64`; non-UTF-8 header values are exact only
+//! with `base64` (other formats replace invalid bytes with U+FFFD).
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use serde_json::Value;
+use strata_openapi::{ErrorCode, FetchedRecord, ProduceRecord, ValueFormat};
+
+use super::error::ApiError;
+use crate::log::{NewRecord, Record, RecordHeader};
+
+/// Turns one API record into the record to store; `index` names it in error messages.
+///
+/// # Errors
+/// `invalid` for a key given twice, a value that does not fit the format, or bad base64.
+pub fn to_new_record(
+    record: &ProduceRecord,
+    format: ValueFormat,
+    timestamp: i64,
+    index: usize,
+) -> Result<NewRecord, ApiError> {
+    let invalid =
+        |message: String| ApiError::new(ErrorCode::Invalid, format!("records[{index}]: {message}"));
+    let key = match (&record.key, &record.key_base64) {
+        (Some(_), Some(_)) => {
+            return Err(invalid("give either key or key_base64, not both".into()));
+        }
+        (Some(key), None) => Some(Bytes::copy_from_slice(key.as_bytes())),
+        (None, Some(encoded)) => {
+            Some(decode_base64(encoded).map_err(|e| invalid(format!("key_base64: {e}")))?)
+        }
+        (None, None) => None,
+    };
+    let value = match (&record.value, format) {
+        (None | Some(Value::Null), _) => None,
+        (Some(value), ValueFormat::Json) => Some(Bytes::from(value.to_string())),
+        (Some(Value::String(text)), ValueFormat::String) => {
+            Some(Bytes::copy_from_slice(text.as_bytes()))
+        }
+        (Some(Value::String(encoded)), ValueFormat::Base64) => {
+            Some(decode_base64(encoded).map_err(|e| invalid(format!("value: {e}")))?)
+        }
+        (Some(_), ValueFormat::String | ValueFormat::Base64) => {
+            return Err(invalid(
+                "value must be a JSON string for this value_format".into(),
+            ));
+        }
+    };
+    let mut headers = Vec::new();
+    for (name, value) in record.headers.iter().flatten() {
+        let value = match (value, format) {
+            (None, _) => None,
+            (Some(encoded), ValueFormat::Base64) => {
+                Some(decode_base64(encoded).map_err(|e| invalid(format!("header {name:?}: {e}")))?)
+            }
+            (Some(text), _) => Some(Bytes::copy_from_slice(text.as_bytes())),
+        };
+        headers.push(RecordHeader {
+            key: name.clone(),
+            value,
+        });
+    }
+    Ok(NewRecord {
+        timestamp,
+        key,
+        value,
+        headers,
+    })
+}
+
+/// Turns a stored record into its API shape.
+pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -> FetchedRecord {
+    let (key, key_base64) = match &record.key {
+        None => (None, None),
+        Some(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => (Some(text.to_string()), None),
+            Err(_) => (None, Some(BASE64.encode(bytes))),
+        },
+    };
+    let (value, value_base64) = match &record.value {
+        None => (None, None),
+        Some(bytes) => match format {
+            ValueFormat::Json => match serde_json::from_slice::<Value>(bytes) {
+                Ok(value) => (Some(value), None),
+                Err(_) => (None, Some(BASE64.encode(bytes))),
+            },
+            ValueFormat::String => match std::str::from_utf8(bytes) {
+                Ok(text) => (Some(Value::String(text.to_string())), None),
+                Err(_) => (None, Some(BASE64.encode(bytes))),
+            },
+            ValueFormat::Base64 => (Some(Value::String(BASE64.encode(bytes))), None),
+        },
+    };
+    let headers: BTreeMap<String, Option<String>> = record
+        .headers
+        .iter()
+        .map(|header| {
+            let value = header.value.as_ref().map(|bytes| match format {
+                ValueFormat::Base64 => BASE64.encode(bytes),
+                ValueFormat::Json | ValueFormat::String => {
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            });
+            (header.key.clone(), value)
+        })
+        .collect();
+    FetchedRecord {
+        partition,
+        offset: u64::try_from(record.offset).unwrap_or(0),
+        timestamp: record.timestamp,
+        key,
+        key_base64,
+        value,
+        value_base64,
+        headers,
+    }
+}
+
+fn decode_base64(text: &str) -> Result<Bytes, String> {
+    BASE64
+        .decode(text)
+        .map(Bytes::from)
+        .map_err(|e| format!("invalid base64: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn produce(value: Value, format: ValueFormat) -> Result<NewRecord, ApiError> {
+        let record = ProduceRecord {
+            value: Some(value),
+            ..ProduceRecord::default()
+        };
+        to_new_record(&record, format, 5, 0)
+    }
+
+    fn stored(new: NewRecord) -> Record {
+        Record {
+            offset: 3,
+            timestamp: new.timestamp,
+            key: new.key,
+            value: new.value,
+            headers: new.headers,
+        }
+    }
+
+    #[test]
+    fn json_values_are_stored_compact_and_shown_parsed() {
+        let new = produce(
+            serde_json::json!({"a": [1, 2], "b": "x"}),
+            ValueFormat::Json,
+        )
+        .unwrap();
+        assert_eq!(
+            new.value.as_deref(),
+            Some(&b"{\"a\":[1,2],\"b\":\"x\"}"[..])
+        );
+        let fetched = to_fetched_record(0, &stored(new), ValueFormat::Json);
+        assert_eq!(
+            fetched.value,
+            Some(serde_json::json!({"a": [1, 2], "b": "x"}))
+        );
+    }
+
+    #[test]
+    fn bytes_that_do_not_fit_the_format_travel_as_base64() {
+        let new = produce(Value::String("/w==".into()), ValueFormat::Base64).unwrap();
+        assert_eq!(new.value.as_deref(), Some(&[0xffu8][..]));
+        let fetched = to_fetched_record(0, &stored(new.clone()), ValueFormat::Json);
+        assert_eq!(
+            (fetched.value, fetched.value_base64.as_deref()),
+            (None, Some("/w=="))
+        );
+        let fetched = to_fetched_record(0, &stored(new), ValueFormat::String);
+        assert_eq!(fetched.value_base64.as_deref(), Some("/w=="));
+    }
+
+    #[test]
+    fn keys_round_trip_as_text_or_base64() {
+        let record = ProduceRecord {
+            key_base64: Some("gA==".into()),
+            ..ProduceRecord::default()
+        };
+        let new = to_new_record(&record, ValueFormat::Json, 1, 0).unwrap();
+        let fetched = to_fetched_record(0, &stored(new), ValueFormat::Json);
+        assert_eq!(
+            (fetched.key, fetched.key_base64.as_deref()),
+            (None, Some("gA=="))
+        );
+        let record = ProduceRecord {
+            key: Some("user-1".into()),
+            ..ProduceRecord::default()
+        };
+        let fetched = to_fetched_record(
+            0,
+            &stored(to_new_record(&record, ValueFormat::Json, 1, 0).unwrap()),
+            ValueFormat::Json,
+        );
+        assert_eq!(fetched.key.as_deref(), Some("user-1"));
+    }
+
+    #[test]
+    fn bad_input_is_invalid_not_a_panic() {
+        assert!(produce(Value::String("%%%".into()), ValueFormat::Base64).is_err());
+        assert!(produce(serde_json::json!(5), ValueFormat::String).is_err());
+        let both = ProduceRecord {
+            key: Some("a".into()),
+            key_base64: Some("YQ==".into()),
+            ..ProduceRecord::default()
+        };
+        assert_eq!(
+            to_new_record(&both, ValueFormat::Json, 1, 0)
+                .unwrap_err()
+                .code(),
+            ErrorCode::Invalid
+        );
+        let null = produce(Value::Null, ValueFormat::Json).unwrap();
+        assert_eq!(null.value, None, "null is a tombstone");
+    }
+}

@@ -1,0 +1,228 @@
+//! `ApiError`: every failure a handler can return, rendered as our one error body
+//! `{"error": {"code", "message", "retryable", ...}}` with the status the code implies.
+//!
+//! Conversions from the engine's and catalog's errors match every variant explicitly, so a new
+//! variant forces a decision here. 5xx bodies say nothing internal; the full error chain is logged
+//! once.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use strata_openapi::{ErrorBody, ErrorCode};
+
+use crate::log::producer_state::ProducerError;
+use crate::log::{AppendError, ReadError};
+use crate::topics::catalog::CatalogError;
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    body: ErrorBody,
+}
+
+impl ApiError {
+    /// An error with a code and a message for the client.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            body: ErrorBody::new(code, message),
+        }
+    }
+
+    /// 416 with the valid range.
+    pub fn out_of_range(requested: u64, earliest: u64, latest: u64) -> Self {
+        let message = format!(
+            "offset {requested} is out of range: valid offsets are {earliest} to {latest} \
+             (the high watermark)"
+        );
+        Self {
+            body: ErrorBody::new(ErrorCode::OffsetOutOfRange, message),
+        }
+        .with(|b| b.with_offset_range(earliest, latest))
+    }
+
+    /// An internal failure: logged with its cause, answered without details.
+    pub fn internal(code: ErrorCode, error: &dyn std::error::Error) -> Self {
+        let mut chain = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            chain.push_str(": ");
+            chain.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        tracing::error!(code = code.as_str(), error = %chain, "request failed");
+        let message = match code {
+            ErrorCode::StorageUnavailable => "storage is unavailable; retry later",
+            ErrorCode::Corrupt => "stored data failed validation",
+            _ => "internal error",
+        };
+        Self::new(code, message)
+    }
+
+    fn with(mut self, f: impl FnOnce(ErrorBody) -> ErrorBody) -> Self {
+        self.body = f(self.body);
+        self
+    }
+
+    /// The error code.
+    pub fn code(&self) -> ErrorCode {
+        self.body.error.code
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.body.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self.body)).into_response()
+    }
+}
+
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> Self {
+        match &error {
+            CatalogError::InvalidName { .. } => {
+                ApiError::new(ErrorCode::InvalidTopicName, error.to_string())
+            }
+            CatalogError::InvalidPartitions { .. } => {
+                ApiError::new(ErrorCode::Invalid, error.to_string())
+            }
+            CatalogError::Config(_) => ApiError::new(ErrorCode::InvalidConfig, error.to_string()),
+            CatalogError::AlreadyExists(_) => {
+                ApiError::new(ErrorCode::TopicAlreadyExists, error.to_string())
+            }
+            CatalogError::NotFound(_) => ApiError::new(ErrorCode::TopicNotFound, error.to_string()),
+            CatalogError::Io(_) | CatalogError::Partition(_) | CatalogError::Dir { .. } => {
+                ApiError::internal(ErrorCode::StorageUnavailable, &error)
+            }
+            CatalogError::Corrupt { .. } => ApiError::internal(ErrorCode::Corrupt, &error),
+        }
+    }
+}
+
+impl From<AppendError> for ApiError {
+    fn from(error: AppendError) -> Self {
+        match &error {
+            AppendError::BatchTooLarge { .. } => {
+                ApiError::new(ErrorCode::RecordTooLarge, error.to_string())
+            }
+            AppendError::Busy => ApiError::new(ErrorCode::Busy, error.to_string()),
+            AppendError::Io(_) | AppendError::Poisoned { .. } => {
+                ApiError::internal(ErrorCode::StorageUnavailable, &error)
+            }
+            AppendError::Closed => ApiError::new(ErrorCode::Unavailable, error.to_string()),
+            AppendError::OffsetMismatch { actual, .. } => {
+                let actual = *actual;
+                ApiError::new(ErrorCode::OffsetMismatch, error.to_string())
+                    .with(|b| b.with_log_end_offset(actual))
+            }
+            AppendError::Producer(producer) => match producer {
+                ProducerError::Fenced { .. } => {
+                    ApiError::new(ErrorCode::ProducerFenced, error.to_string())
+                }
+                ProducerError::SequenceGap { .. } => {
+                    ApiError::new(ErrorCode::SequenceGap, error.to_string())
+                }
+            },
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(error: ReadError) -> Self {
+        match &error {
+            ReadError::OffsetOutOfRange {
+                requested,
+                earliest,
+                latest,
+            } => ApiError::out_of_range(*requested, *earliest, *latest),
+            ReadError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
+            ReadError::Io(_) => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::producer_state::ProducerError;
+
+    #[test]
+    fn engine_errors_map_to_stable_codes() {
+        let cases: Vec<(ApiError, ErrorCode)> = vec![
+            (AppendError::Busy.into(), ErrorCode::Busy),
+            (AppendError::Closed.into(), ErrorCode::Unavailable),
+            (
+                AppendError::BatchTooLarge { size: 2, limit: 1 }.into(),
+                ErrorCode::RecordTooLarge,
+            ),
+            (
+                AppendError::Poisoned { reason: "x".into() }.into(),
+                ErrorCode::StorageUnavailable,
+            ),
+            (
+                AppendError::OffsetMismatch {
+                    expected: 1,
+                    actual: 2,
+                }
+                .into(),
+                ErrorCode::OffsetMismatch,
+            ),
+            (
+                AppendError::Producer(ProducerError::Fenced {
+                    producer_id: 1,
+                    epoch: 0,
+                    current_epoch: 1,
+                })
+                .into(),
+                ErrorCode::ProducerFenced,
+            ),
+            (
+                AppendError::Producer(ProducerError::SequenceGap {
+                    producer_id: 1,
+                    sequence: 3,
+                    expected: 1,
+                })
+                .into(),
+                ErrorCode::SequenceGap,
+            ),
+            (
+                ReadError::OffsetOutOfRange {
+                    requested: 9,
+                    earliest: 0,
+                    latest: 3,
+                }
+                .into(),
+                ErrorCode::OffsetOutOfRange,
+            ),
+            (
+                CatalogError::NotFound("t".into()).into(),
+                ErrorCode::TopicNotFound,
+            ),
+            (
+                CatalogError::AlreadyExists("t".into()).into(),
+                ErrorCode::TopicAlreadyExists,
+            ),
+            (
+                CatalogError::InvalidName {
+                    name: "..".into(),
+                    reason: "r",
+                }
+                .into(),
+                ErrorCode::InvalidTopicName,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.code(), code);
+        }
+    }
+
+    #[test]
+    fn out_of_range_carries_the_valid_range() {
+        let error = ApiError::out_of_range(9, 2, 5);
+        assert_eq!(error.body.error.earliest_offset, Some(2));
+        assert_eq!(error.body.error.latest_offset, Some(5));
+        assert_eq!(
+            error.into_response().status(),
+            StatusCode::RANGE_NOT_SATISFIABLE
+        );
+    }
+}

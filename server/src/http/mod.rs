@@ -1,0 +1,139 @@
+//! The HTTP API (`/v1`): axum handlers over the topic catalog and the storage engine.
+//!
+//! One module per resource; each handler is described for OpenAPI with `#[utoipa::path]`, and
+//! `openapi.rs` collects them into the document served at `/openapi.json` (Swagger UI at `/docs`,
+//! served from the binary). Every error, including malformed input, unknown routes and panics,
+//! leaves as our JSON error body.
+
+pub mod codec;
+pub mod error;
+pub mod extract;
+pub mod fetch;
+pub mod health;
+pub mod offsets;
+pub mod openapi;
+pub mod produce;
+pub mod producers;
+pub mod topics;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use strata_openapi::ErrorCode;
+use tokio::sync::watch;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::log::Partition;
+use crate::producers::ProducerRegistry;
+use crate::topics::catalog::{Catalog, Topic};
+use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// Topics and partitions.
+    pub catalog: Arc<Catalog>,
+    /// Idempotent-producer ids.
+    pub producers: Arc<ProducerRegistry>,
+    /// Server settings.
+    pub config: Arc<Config>,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// The disk I/O backend in use, for `/healthz`.
+    pub io_backend: String,
+    /// Becomes true when shutdown starts: long polls and SSE streams end.
+    pub shutdown: watch::Receiver<bool>,
+    /// Ready to serve (after recovery, until shutdown).
+    pub ready: Arc<AtomicBool>,
+}
+
+impl AppState {
+    /// A topic, or 404 `topic_not_found`.
+    ///
+    /// # Errors
+    /// When the topic does not exist.
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, ApiError> {
+        self.catalog.get(name).ok_or_else(|| {
+            ApiError::new(ErrorCode::TopicNotFound, format!("topic {name} not found"))
+        })
+    }
+
+    /// A partition, or 404 `topic_not_found` / `partition_not_found`.
+    ///
+    /// # Errors
+    /// When the topic or partition does not exist.
+    pub fn partition(&self, topic: &str, partition: u32) -> Result<Arc<Partition>, ApiError> {
+        let topic = self.topic(topic)?;
+        topic
+            .partition(partition)
+            .ok_or_else(|| produce::partition_not_found(&topic, partition))
+    }
+
+    /// Whether `/readyz` says ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst) && !*self.shutdown.borrow()
+    }
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let body_limit = usize::try_from(state.config.max_request_bytes).unwrap_or(usize::MAX);
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route(
+            "/v1/topics",
+            post(topics::create_topic).get(topics::list_topics),
+        )
+        .route(
+            "/v1/topics/{topic}",
+            get(topics::describe_topic).delete(topics::delete_topic),
+        )
+        .route("/v1/topics/{topic}/configs", patch(topics::update_configs))
+        .route(
+            "/v1/topics/{topic}/partitions",
+            post(topics::add_partitions),
+        )
+        .route(
+            "/v1/topics/{topic}/records",
+            post(produce::produce_to_topic),
+        )
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/records",
+            post(produce::produce_to_partition).get(fetch::fetch),
+        )
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/offsets",
+            get(offsets::offsets),
+        )
+        .route("/v1/producers", post(producers::init_producer))
+        .merge(openapi::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
+}
+
+async fn method_not_allowed(uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("method not allowed on {}", uri.path()),
+    )
+}
+
+fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::new(ErrorCode::Internal, "internal error").into_response()
+}

@@ -1,0 +1,43 @@
+//! Idempotent-producer identities.
+
+use axum::Json;
+use axum::extract::State;
+use strata_openapi::{ErrorBody, ErrorCode, InitProducerRequest, ProducerIdentity};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::ApiJson;
+use crate::producers::ProducerRegistryError;
+
+/// Get a producer id and epoch for idempotent produce.
+///
+/// Without `producer_id`: a new id at epoch 0. With the id of an earlier session: the same id
+/// with the next epoch; writes still carrying the old epoch are then refused with
+/// `producer_fenced`. Sequence numbers start at 0 per partition for every epoch.
+#[utoipa::path(post, path = "/v1/producers", tag = "producers", request_body = InitProducerRequest,
+    responses(
+        (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Unknown producer id (`invalid_producer`)", body = ErrorBody),
+    ))]
+pub async fn init_producer(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<InitProducerRequest>,
+) -> Result<Json<ProducerIdentity>, ApiError> {
+    match state.producers.init(request.producer_id).await {
+        Ok((producer_id, producer_epoch)) => Ok(Json(ProducerIdentity {
+            producer_id,
+            producer_epoch,
+        })),
+        Err(
+            error @ (ProducerRegistryError::Unknown(_) | ProducerRegistryError::EpochExhausted(_)),
+        ) => Err(ApiError::new(ErrorCode::InvalidProducer, error.to_string())),
+        Err(error @ ProducerRegistryError::Io(_)) => {
+            Err(ApiError::internal(ErrorCode::StorageUnavailable, &error))
+        }
+        Err(error @ ProducerRegistryError::Corrupt { .. }) => {
+            Err(ApiError::internal(ErrorCode::Corrupt, &error))
+        }
+    }
+}

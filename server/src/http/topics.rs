@@ -1,0 +1,177 @@
+//! Topic administration: create, list, describe, update settings, add partitions, delete.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use strata_openapi::{
+    AddPartitionsRequest, AddPartitionsResponse, CreateTopicRequest, ErrorBody, ErrorCode,
+    PartitionDescription, TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
+};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath};
+use crate::topics::catalog::Topic;
+
+/// Create a topic.
+///
+/// Names are 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; names starting with `__`
+/// are reserved. `configs` takes Kafka's topic settings with underscores (`retention_ms`,
+/// `cleanup_policy`, ...); unknown keys are rejected.
+#[utoipa::path(post, path = "/v1/topics", tag = "topics", request_body = CreateTopicRequest,
+    responses(
+        (status = 201, description = "Created", body = TopicDescription),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 409, description = "The topic exists (`topic_already_exists`)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Invalid name, partition count or settings", body = ErrorBody),
+    ))]
+pub async fn create_topic(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<CreateTopicRequest>,
+) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
+    let partitions = request.partitions.unwrap_or(1);
+    let topic = state
+        .catalog
+        .create(&request.name, partitions, &request.configs, false)
+        .await?;
+    Ok((StatusCode::CREATED, Json(describe(&topic))))
+}
+
+/// List topics.
+#[utoipa::path(get, path = "/v1/topics", tag = "topics",
+    responses((status = 200, description = "All topics", body = TopicList)))]
+pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
+    let topics = state
+        .catalog
+        .list()
+        .iter()
+        .map(|t| TopicSummary {
+            name: t.name().to_string(),
+            partitions: t.partition_count(),
+            internal: t.is_internal(),
+        })
+        .collect();
+    Json(TopicList { topics })
+}
+
+/// Describe a topic: settings and, per partition, offsets, size and segment count.
+#[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    responses(
+        (status = 200, description = "The topic", body = TopicDescription),
+        (status = 404, description = "No such topic (`topic_not_found`)", body = ErrorBody),
+    ))]
+pub async fn describe_topic(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+) -> Result<Json<TopicDescription>, ApiError> {
+    Ok(Json(describe(&state.topic(&topic)?)))
+}
+
+/// Change topic settings. Only the keys given change; `null` resets a key to its default.
+#[utoipa::path(patch, path = "/v1/topics/{topic}/configs", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    request_body = UpdateTopicConfigsRequest,
+    responses(
+        (status = 200, description = "Updated", body = TopicDescription),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Invalid settings (`invalid_config`)", body = ErrorBody),
+    ))]
+pub async fn update_configs(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+    ApiJson(request): ApiJson<UpdateTopicConfigsRequest>,
+) -> Result<Json<TopicDescription>, ApiError> {
+    let topic = state
+        .catalog
+        .update_configs(&topic, &request.configs)
+        .await?;
+    Ok(Json(describe(&topic)))
+}
+
+/// Grow a topic to a new partition count.
+///
+/// Keys hash to partitions modulo the count, so after growing, a key's new records may go to
+/// another partition than its old ones: per-key order holds only within each partition.
+#[utoipa::path(post, path = "/v1/topics/{topic}/partitions", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    request_body = AddPartitionsRequest,
+    responses(
+        (status = 200, description = "Grown", body = AddPartitionsResponse),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "The count does not grow or exceeds the limit", body = ErrorBody),
+    ))]
+pub async fn add_partitions(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+    ApiJson(request): ApiJson<AddPartitionsRequest>,
+) -> Result<Json<AddPartitionsResponse>, ApiError> {
+    let topic = state
+        .catalog
+        .add_partitions(&topic, request.partitions)
+        .await?;
+    let warning = "keys are assigned to partitions by hash modulo the partition count: records \
+                   with an existing key may now go to a different partition than before"
+        .to_string();
+    Ok(Json(AddPartitionsResponse {
+        topic: describe(&topic),
+        warning,
+    }))
+}
+
+/// Delete a topic and all its data. Readers in the middle of a fetch finish it.
+#[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 422, description = "Internal topics cannot be deleted", body = ErrorBody),
+    ))]
+pub async fn delete_topic(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    if state.topic(&topic)?.is_internal() {
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            "internal topics cannot be deleted",
+        ));
+    }
+    state.catalog.delete(&topic).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The API view of a topic.
+pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
+    let partitions = topic
+        .partitions()
+        .iter()
+        .enumerate()
+        .map(|(number, partition)| {
+            let offsets = partition.offsets();
+            let segments = partition.segments();
+            PartitionDescription {
+                partition: u32::try_from(number).unwrap_or(u32::MAX),
+                earliest_offset: offsets.log_start_offset,
+                latest_offset: offsets.high_watermark,
+                log_end_offset: offsets.log_end_offset,
+                size_bytes: segments.iter().map(|s| s.durable_size).sum(),
+                segment_count: segments.len() as u64,
+            }
+        })
+        .collect();
+    TopicDescription {
+        name: topic.name().to_string(),
+        internal: topic.is_internal(),
+        partitions,
+        configs: topic.config_map(),
+    }
+}

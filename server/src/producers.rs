@@ -1,0 +1,148 @@
+//! Issues idempotent-producer identities: an id that is never reused and an epoch that grows
+//! each time a client re-initializes the same id, fencing its older sessions.
+//!
+//! The registry is one small JSON file, `producers.json`, replaced atomically on every change;
+//! an id is handed out only after that file is durable, so a restart never issues it again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::io::{Io, IoError};
+use crate::log::meta::write_file_atomically;
+
+const FILE: &str = "producers.json";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryFile {
+    next_producer_id: i64,
+    epochs: BTreeMap<i64, i16>,
+}
+
+/// Why a producer identity could not be issued.
+#[derive(Debug, Error)]
+pub enum ProducerRegistryError {
+    /// The id was never issued by this server.
+    #[error("producer id {0} is unknown")]
+    Unknown(i64),
+    /// The epoch cannot grow any further.
+    #[error("producer id {0} has exhausted its epochs; request a new id")]
+    EpochExhausted(i64),
+    /// The registry file could not be written.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The registry file is unreadable.
+    #[error("producer registry {path} is invalid: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The server's producer ids and their current epochs.
+#[derive(Debug)]
+pub struct ProducerRegistry {
+    dir: PathBuf,
+    io: Io,
+    state: tokio::sync::Mutex<RegistryFile>,
+}
+
+impl ProducerRegistry {
+    /// Loads `producers.json` from `dir` (or starts empty).
+    ///
+    /// # Errors
+    /// An unreadable file.
+    pub fn open(dir: &Path, io: Io) -> Result<ProducerRegistry, ProducerRegistryError> {
+        let path = dir.join(FILE);
+        let state = match std::fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|e| ProducerRegistryError::Corrupt {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => RegistryFile::default(),
+            Err(error) => {
+                return Err(ProducerRegistryError::Corrupt {
+                    path,
+                    reason: error.to_string(),
+                });
+            }
+        };
+        Ok(ProducerRegistry {
+            dir: dir.to_path_buf(),
+            io,
+            state: tokio::sync::Mutex::new(state),
+        })
+    }
+
+    /// A new id at epoch 0, or, for an existing id, the same id with the next epoch.
+    ///
+    /// # Errors
+    /// An unknown id, an exhausted epoch, or the registry could not be persisted.
+    pub async fn init(&self, existing: Option<i64>) -> Result<(i64, i16), ProducerRegistryError> {
+        let mut state = self.state.lock().await;
+        let mut next = state.clone();
+        let identity = match existing {
+            None => {
+                let id = next.next_producer_id;
+                next.next_producer_id += 1;
+                next.epochs.insert(id, 0);
+                (id, 0)
+            }
+            Some(id) => {
+                let epoch = *next
+                    .epochs
+                    .get(&id)
+                    .ok_or(ProducerRegistryError::Unknown(id))?;
+                let bumped = epoch
+                    .checked_add(1)
+                    .ok_or(ProducerRegistryError::EpochExhausted(id))?;
+                next.epochs.insert(id, bumped);
+                (id, bumped)
+            }
+        };
+        let body = serde_json::to_vec(&next).map_err(|e| ProducerRegistryError::Corrupt {
+            path: self.dir.join(FILE),
+            reason: e.to_string(),
+        })?;
+        write_file_atomically(&self.io, &self.dir, FILE, Bytes::from(body)).await?;
+        *state = next;
+        Ok(identity)
+    }
+
+    /// The current epoch of an issued id.
+    pub async fn epoch(&self, producer_id: i64) -> Option<i16> {
+        self.state.lock().await.epochs.get(&producer_id).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::IoBackendChoice;
+
+    #[tokio::test]
+    async fn ids_are_never_reused_and_epochs_grow_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let registry = ProducerRegistry::open(dir.path(), io.clone()).unwrap();
+        assert_eq!(registry.init(None).await.unwrap(), (0, 0));
+        assert_eq!(registry.init(None).await.unwrap(), (1, 0));
+        assert_eq!(registry.init(Some(0)).await.unwrap(), (0, 1));
+        assert!(matches!(
+            registry.init(Some(9)).await,
+            Err(ProducerRegistryError::Unknown(9))
+        ));
+        drop(registry);
+        let registry = ProducerRegistry::open(dir.path(), io).unwrap();
+        assert_eq!(registry.init(None).await.unwrap(), (2, 0));
+        assert_eq!(registry.epoch(0).await, Some(1));
+    }
+}

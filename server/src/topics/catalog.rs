@@ -1,0 +1,580 @@
+//! The topic catalog: which topics exist, their settings and their partitions.
+//!
+//! Layout under the data directory:
+//!
+//! ```text
+//! topics/<name>/topic.json       name, partition count, settings (replaced atomically)
+//! topics/<name>/<partition>/     one partition log per number (see `log`)
+//! trash/<name>-<ms>/             deleted topics, removed in the background and at start-up
+//! ```
+//!
+//! A topic is deleted by renaming its directory into `trash/` (then fsyncing both directories),
+//! so it is gone after a crash at any moment, while readers that still hold a partition keep
+//! reading their open, memory-mapped files until they drop them. Changes to the set of topics are
+//! serialized by one lock; reads of the catalog never wait for them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::config::{ConfigErrors, TopicConfig};
+use crate::clock::Clock;
+use crate::io::{Io, IoError};
+use crate::log::meta::write_file_atomically;
+use crate::log::{LogConfig, OpenError, Partition};
+
+const TOPIC_FILE: &str = "topic.json";
+const TOPIC_FILE_VERSION: u32 = 1;
+/// Longest topic name (Kafka's limit).
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// What `topic.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicFile {
+    version: u32,
+    name: String,
+    partitions: u32,
+    configs: TopicConfig,
+    created_ms: i64,
+}
+
+/// Why a catalog operation failed.
+#[derive(Debug, Error)]
+pub enum CatalogError {
+    /// The name breaks the naming rules.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
+    /// A partition count outside `1..=limit`, or not larger than the current one.
+    #[error("invalid partition count {requested}: {reason}")]
+    InvalidPartitions {
+        /// The requested count.
+        requested: u32,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// Invalid topic settings.
+    #[error(transparent)]
+    Config(#[from] ConfigErrors),
+    /// The topic exists already.
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    /// No such topic.
+    #[error("topic {0} not found")]
+    NotFound(String),
+    /// Disk I/O failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// A partition could not be opened.
+    #[error(transparent)]
+    Partition(#[from] OpenError),
+    /// A topic file is unreadable.
+    #[error("topic metadata {path} is invalid: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The directory could not be listed or created.
+    #[error("{path}: {source}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One topic.
+#[derive(Debug)]
+pub struct Topic {
+    name: String,
+    dir: PathBuf,
+    created_ms: i64,
+    config: RwLock<TopicConfig>,
+    partitions: RwLock<Vec<Arc<Partition>>>,
+}
+
+impl Topic {
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Internal topics (`__` prefix) are created by the server, not by users.
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with("__")
+    }
+
+    /// Current settings.
+    pub fn config(&self) -> TopicConfig {
+        self.config.read().clone()
+    }
+
+    /// Number of partitions.
+    pub fn partition_count(&self) -> u32 {
+        u32::try_from(self.partitions.read().len()).unwrap_or(u32::MAX)
+    }
+
+    /// A partition by number.
+    pub fn partition(&self, number: u32) -> Option<Arc<Partition>> {
+        self.partitions.read().get(number as usize).cloned()
+    }
+
+    /// Every partition, in number order.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().clone()
+    }
+
+    /// The settings as the API shows them (every key, defaults included).
+    pub fn config_map(&self) -> BTreeMap<String, Value> {
+        self.config.read().to_map()
+    }
+}
+
+/// All topics of this server.
+#[derive(Debug)]
+pub struct Catalog {
+    topics_dir: PathBuf,
+    trash_dir: PathBuf,
+    io: Io,
+    clock: Arc<dyn Clock>,
+    max_partitions: u32,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl Catalog {
+    /// Opens every topic under `data_dir` (running partition recovery as needed) and empties the
+    /// trash left by deletions that a crash interrupted.
+    ///
+    /// # Errors
+    /// Unreadable directories or metadata, or a partition that fails to open.
+    pub async fn open(
+        data_dir: &Path,
+        io: Io,
+        clock: Arc<dyn Clock>,
+        max_partitions: u32,
+    ) -> Result<Catalog, CatalogError> {
+        let topics_dir = data_dir.join("topics");
+        let trash_dir = data_dir.join("trash");
+        for dir in [&topics_dir, &trash_dir] {
+            std::fs::create_dir_all(dir).map_err(|source| dir_error(dir, source))?;
+        }
+        empty_trash(&trash_dir);
+        let catalog = Catalog {
+            topics_dir,
+            trash_dir,
+            io,
+            clock,
+            max_partitions,
+            topics: RwLock::new(BTreeMap::new()),
+            changes: tokio::sync::Mutex::new(()),
+        };
+        let entries = std::fs::read_dir(&catalog.topics_dir)
+            .map_err(|source| dir_error(&catalog.topics_dir, source))?;
+        for entry in entries {
+            let entry = entry.map_err(|source| dir_error(&catalog.topics_dir, source))?;
+            let dir = entry.path();
+            if !dir.join(TOPIC_FILE).exists() {
+                // A create that crashed before its metadata was written: nothing was acked.
+                tracing::warn!(dir = %dir.display(), "removing topic directory without topic.json");
+                let _ = std::fs::remove_dir_all(&dir);
+                continue;
+            }
+            let topic = catalog.load_topic(&dir).await?;
+            catalog
+                .topics
+                .write()
+                .insert(topic.name.clone(), Arc::new(topic));
+        }
+        Ok(catalog)
+    }
+
+    async fn load_topic(&self, dir: &Path) -> Result<Topic, CatalogError> {
+        let path = dir.join(TOPIC_FILE);
+        let text = std::fs::read(&path).map_err(|source| dir_error(&path, source))?;
+        let file: TopicFile = serde_json::from_slice(&text).map_err(|e| CatalogError::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if file.version != TOPIC_FILE_VERSION {
+            let reason = format!("unsupported version {}", file.version);
+            return Err(CatalogError::Corrupt { path, reason });
+        }
+        file.configs.validate()?;
+        let mut partitions = Vec::with_capacity(file.partitions as usize);
+        for number in 0..file.partitions {
+            partitions.push(Arc::new(
+                self.open_partition(dir, number, &file.configs).await?,
+            ));
+        }
+        Ok(Topic {
+            name: file.name,
+            dir: dir.to_path_buf(),
+            created_ms: file.created_ms,
+            config: RwLock::new(file.configs),
+            partitions: RwLock::new(partitions),
+        })
+    }
+
+    async fn open_partition(
+        &self,
+        topic_dir: &Path,
+        number: u32,
+        config: &TopicConfig,
+    ) -> Result<Partition, CatalogError> {
+        let dir = topic_dir.join(number.to_string());
+        let partition = Partition::open(
+            &dir,
+            log_config(config),
+            self.io.clone(),
+            Arc::clone(&self.clock),
+        )
+        .await?;
+        Ok(partition)
+    }
+
+    /// A topic by name.
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().get(name).cloned()
+    }
+
+    /// Every topic, by name.
+    pub fn list(&self) -> Vec<Arc<Topic>> {
+        self.topics.read().values().cloned().collect()
+    }
+
+    /// The largest partition count a topic may have.
+    pub fn max_partitions(&self) -> u32 {
+        self.max_partitions
+    }
+
+    /// Creates a topic with `partitions` partitions and the given setting overrides.
+    ///
+    /// # Errors
+    /// Invalid name, count or settings; an existing topic; I/O errors.
+    pub async fn create(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: &BTreeMap<String, Value>,
+        allow_internal: bool,
+    ) -> Result<Arc<Topic>, CatalogError> {
+        validate_topic_name(name, allow_internal)?;
+        self.check_partition_count(partitions)?;
+        let mut config = TopicConfig::default();
+        config.apply(configs)?;
+        let _guard = self.changes.lock().await;
+        if self.get(name).is_some() {
+            return Err(CatalogError::AlreadyExists(name.to_string()));
+        }
+        let dir = self.topics_dir.join(name);
+        if dir.exists() {
+            // Left by a create that crashed before topic.json: nothing in it was acknowledged.
+            std::fs::remove_dir_all(&dir).map_err(|source| dir_error(&dir, source))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|source| dir_error(&dir, source))?;
+        let mut opened = Vec::with_capacity(partitions as usize);
+        for number in 0..partitions {
+            opened.push(Arc::new(self.open_partition(&dir, number, &config).await?));
+        }
+        let file = TopicFile {
+            version: TOPIC_FILE_VERSION,
+            name: name.to_string(),
+            partitions,
+            configs: config.clone(),
+            created_ms: self.clock.now_ms(),
+        };
+        // topic.json is written last: a topic exists once its metadata is durable.
+        self.write_topic_file(&dir, &file).await?;
+        self.io.sync_dir(&self.topics_dir).await?;
+        let topic = Arc::new(Topic {
+            name: name.to_string(),
+            dir,
+            created_ms: file.created_ms,
+            config: RwLock::new(config),
+            partitions: RwLock::new(opened),
+        });
+        self.topics
+            .write()
+            .insert(name.to_string(), Arc::clone(&topic));
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(topic)
+    }
+
+    /// Applies setting changes (a `null` value resets a key to its default); all or nothing.
+    ///
+    /// # Errors
+    /// Unknown topic, invalid settings, I/O errors.
+    pub async fn update_configs(
+        &self,
+        name: &str,
+        updates: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>, CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let mut config = topic.config();
+        config.apply(updates)?;
+        let file = self.topic_file(&topic, topic.partition_count(), &config);
+        self.write_topic_file(&topic.dir, &file).await?;
+        for partition in topic.partitions() {
+            if let Err(error) = partition.set_config(log_config(&config)) {
+                // TopicConfig validation bounds every LogConfig field, so this is a bug.
+                tracing::error!(%error, topic = name, "partition refused validated settings");
+            }
+        }
+        *topic.config.write() = config;
+        Ok(topic)
+    }
+
+    /// Grows a topic to `partitions` partitions. Existing keys then hash to other partitions.
+    ///
+    /// # Errors
+    /// Unknown topic, a count that does not grow or exceeds the limit, I/O errors.
+    pub async fn add_partitions(
+        &self,
+        name: &str,
+        partitions: u32,
+    ) -> Result<Arc<Topic>, CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let current = topic.partition_count();
+        if partitions <= current {
+            return Err(CatalogError::InvalidPartitions {
+                requested: partitions,
+                reason: format!("the topic has {current} partitions; the count can only grow"),
+            });
+        }
+        self.check_partition_count(partitions)?;
+        let config = topic.config();
+        let mut added = Vec::new();
+        for number in current..partitions {
+            added.push(Arc::new(
+                self.open_partition(&topic.dir, number, &config).await?,
+            ));
+        }
+        let file = self.topic_file(&topic, partitions, &config);
+        self.write_topic_file(&topic.dir, &file).await?;
+        topic.partitions.write().extend(added);
+        Ok(topic)
+    }
+
+    /// Deletes a topic: it disappears at once and for good; readers holding one of its partitions
+    /// finish on the open files.
+    ///
+    /// # Errors
+    /// Unknown topic or I/O errors.
+    pub async fn delete(&self, name: &str) -> Result<(), CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let target = self
+            .trash_dir
+            .join(format!("{name}-{}", self.clock.now_ms()));
+        self.io.rename(&topic.dir, &target).await?;
+        self.io.sync_dir(&self.topics_dir).await?;
+        self.io.sync_dir(&self.trash_dir).await?;
+        self.topics.write().remove(name);
+        for partition in topic.partitions() {
+            let _ = partition.close().await;
+        }
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = std::fs::remove_dir_all(&target) {
+                tracing::warn!(%error, dir = %target.display(), "could not empty the trash");
+            }
+        });
+        tracing::info!(topic = name, "deleted topic");
+        Ok(())
+    }
+
+    /// Flushes every partition and marks it cleanly shut down.
+    pub async fn close(&self) {
+        for topic in self.list() {
+            for partition in topic.partitions() {
+                if let Err(error) = partition.close().await {
+                    tracing::warn!(%error, topic = topic.name(), "partition did not close cleanly");
+                }
+            }
+        }
+    }
+
+    fn check_partition_count(&self, partitions: u32) -> Result<(), CatalogError> {
+        if partitions == 0 || partitions > self.max_partitions {
+            return Err(CatalogError::InvalidPartitions {
+                requested: partitions,
+                reason: format!("must be between 1 and {}", self.max_partitions),
+            });
+        }
+        Ok(())
+    }
+
+    fn topic_file(&self, topic: &Topic, partitions: u32, config: &TopicConfig) -> TopicFile {
+        TopicFile {
+            version: TOPIC_FILE_VERSION,
+            name: topic.name.clone(),
+            partitions,
+            configs: config.clone(),
+            created_ms: topic.created_ms,
+        }
+    }
+
+    async fn write_topic_file(&self, dir: &Path, file: &TopicFile) -> Result<(), CatalogError> {
+        let body = serde_json::to_vec_pretty(file).map_err(|e| CatalogError::Corrupt {
+            path: dir.join(TOPIC_FILE),
+            reason: e.to_string(),
+        })?;
+        write_file_atomically(&self.io, dir, TOPIC_FILE, Bytes::from(body)).await?;
+        Ok(())
+    }
+}
+
+/// The engine settings a topic's configuration implies.
+pub fn log_config(config: &TopicConfig) -> LogConfig {
+    let defaults = LogConfig::default();
+    let max_batch_bytes =
+        u64::try_from(config.max_message_bytes).unwrap_or(defaults.max_batch_bytes);
+    LogConfig {
+        segment_bytes: u64::try_from(config.segment_bytes).unwrap_or(defaults.segment_bytes),
+        segment_ms: config.segment_ms,
+        index_interval_bytes: u64::try_from(config.index_interval_bytes)
+            .unwrap_or(defaults.index_interval_bytes),
+        max_batch_bytes: max_batch_bytes.max(crate::log::batch::BATCH_HEADER_LEN as u64),
+        max_round_bytes: defaults.max_round_bytes.max(max_batch_bytes),
+        ..defaults
+    }
+}
+
+/// Kafka's naming rules: 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; names starting
+/// with `__` are reserved for the server's internal topics.
+///
+/// # Errors
+/// [`CatalogError::InvalidName`] with the broken rule.
+pub fn validate_topic_name(name: &str, allow_internal: bool) -> Result<(), CatalogError> {
+    let invalid = |reason| {
+        Err(CatalogError::InvalidName {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return invalid("must not be empty");
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return invalid("must be at most 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("must not be \".\" or \"..\"");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return invalid("may contain only ASCII letters, digits, '.', '_' and '-'");
+    }
+    if name.starts_with("__") && !allow_internal {
+        return invalid("names starting with \"__\" are reserved for internal topics");
+    }
+    Ok(())
+}
+
+fn dir_error(path: &Path, source: std::io::Error) -> CatalogError {
+    CatalogError::Dir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn empty_trash(trash: &Path) {
+    let Ok(entries) = std::fs::read_dir(trash) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if let Err(error) = std::fs::remove_dir_all(entry.path()) {
+            tracing::warn!(%error, dir = %entry.path().display(), "could not empty the trash");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::io::IoBackendChoice;
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        for good in ["a", "orders.v1", "A_b-c", &"x".repeat(249)] {
+            validate_topic_name(good, false).unwrap();
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a b",
+            "é",
+            &"x".repeat(250),
+            "__internal",
+        ] {
+            assert!(
+                validate_topic_name(bad, false).is_err(),
+                "{bad:?} must be rejected"
+            );
+        }
+        validate_topic_name("__consumer_offsets", true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn topics_survive_restart_and_deletion_is_permanent() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let clock = ManualClock::new(1_000);
+        let catalog = Catalog::open(dir.path(), io.clone(), clock.clone(), 16)
+            .await
+            .unwrap();
+        let configs = BTreeMap::from([("retention_ms".to_string(), Value::from(1234))]);
+        catalog.create("orders", 3, &configs, false).await.unwrap();
+        catalog
+            .create("gone", 1, &BTreeMap::new(), false)
+            .await
+            .unwrap();
+        assert!(matches!(
+            catalog.create("orders", 1, &BTreeMap::new(), false).await,
+            Err(CatalogError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            catalog.create("x", 17, &BTreeMap::new(), false).await,
+            Err(CatalogError::InvalidPartitions { .. })
+        ));
+        catalog.add_partitions("orders", 5).await.unwrap();
+        catalog.delete("gone").await.unwrap();
+        assert!(catalog.get("gone").is_none());
+        catalog.close().await;
+        drop(catalog);
+        let reopened = Catalog::open(dir.path(), io, clock, 16).await.unwrap();
+        let orders = reopened.get("orders").unwrap();
+        assert_eq!(orders.partition_count(), 5);
+        assert_eq!(orders.config().retention_ms, 1234);
+        assert!(reopened.get("gone").is_none());
+    }
+}
