@@ -5,7 +5,7 @@
 //! ```text
 //! topics/<name>/topic.json       name, partition count, settings (replaced atomically)
 //! topics/<name>/<partition>/     one partition log per number (see `log`)
-//! trash/<name>-<ms>/             deleted topics, removed in the background and at start-up
+//! trash/<ms>-<n>-<name>/          deleted topics (name cut to 200 bytes), removed in the background and at start-up
 //! ```
 //!
 //! A topic is deleted by renaming its directory into `trash/` (then fsyncing both directories),
@@ -387,9 +387,7 @@ impl Catalog {
         let topic = self
             .get(name)
             .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
-        let target = self
-            .trash_dir
-            .join(format!("{name}-{}", self.clock.now_ms()));
+        let target = self.trash_dir.join(trash_name(name, self.clock.now_ms()));
         self.io.rename(&topic.dir, &target).await?;
         self.io.sync_dir(&self.topics_dir).await?;
         self.io.sync_dir(&self.trash_dir).await?;
@@ -503,6 +501,17 @@ fn dir_error(path: &Path, source: std::io::Error) -> CatalogError {
     }
 }
 
+/// Directory name for a deleted topic in the trash: unique (time and a per-process counter, so
+/// deleting, recreating and deleting a name within one millisecond works) and within the 255-byte
+/// file name limit for every valid topic name (up to 249 bytes; only a prefix is kept).
+fn trash_name(name: &str, now_ms: i64) -> String {
+    static DELETIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = DELETIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Topic names are ASCII, so any byte index is a char boundary.
+    let prefix = name.get(..name.len().min(200)).unwrap_or("topic");
+    format!("{now_ms}-{n}-{prefix}")
+}
+
 fn empty_trash(trash: &Path) {
     let Ok(entries) = std::fs::read_dir(trash) else {
         return;
@@ -576,5 +585,22 @@ mod tests {
         assert_eq!(orders.partition_count(), 5);
         assert_eq!(orders.config().retention_ms, 1234);
         assert!(reopened.get("gone").is_none());
+    }
+
+    #[tokio::test]
+    async fn longest_names_can_be_deleted_twice_in_one_millisecond() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let clock = ManualClock::new(1_000);
+        let catalog = Catalog::open(dir.path(), io, clock, 16).await.unwrap();
+        let name = "a".repeat(249);
+        for _ in 0..2 {
+            catalog
+                .create(&name, 2, &BTreeMap::new(), false)
+                .await
+                .unwrap();
+            catalog.delete(&name).await.unwrap();
+            assert!(catalog.get(&name).is_none());
+        }
     }
 }
