@@ -21,11 +21,11 @@ pub mod topics;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use health::{Health, Readiness};
-pub use offsets::{OffsetsQuery, PartitionOffsets, TimestampOffset};
+pub use offsets::{OffsetsQuery, OffsetsResponse, PartitionOffsets, TimestampOffset};
 pub use producers::{InitProducerRequest, ProducerIdentity};
 pub use records::{
     Acks, FetchQuery, FetchResponse, FetchedRecord, ProduceQuery, ProduceRecord, ProduceRequest,
-    ProduceResponse, ProducerFields, RecordOffset, ValueFormat,
+    ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
 pub use topics::{
     AddPartitionsRequest, AddPartitionsResponse, ConfigUpdateValue, ConfigValue,
@@ -47,6 +47,7 @@ mod tests {
         Health,
         Readiness,
         OffsetsQuery,
+        OffsetsResponse,
         PartitionOffsets,
         TimestampOffset,
         InitProducerRequest,
@@ -60,6 +61,7 @@ mod tests {
         ProduceRequest,
         ProduceResponse,
         ProducerFields,
+        RecordBatchBytes,
         RecordOffset,
         ValueFormat,
         AddPartitionsRequest,
@@ -82,6 +84,7 @@ mod tests {
         "Health",
         "Readiness",
         "OffsetsQuery",
+        "OffsetsResponse",
         "PartitionOffsets",
         "TimestampOffset",
         "InitProducerRequest",
@@ -95,6 +98,7 @@ mod tests {
         "ProduceRequest",
         "ProduceResponse",
         "ProducerFields",
+        "RecordBatchBytes",
         "RecordOffset",
         "ValueFormat",
         "AddPartitionsRequest",

@@ -44,6 +44,17 @@ pub struct TimestampOffset {
     pub offset: Option<u64>,
 }
 
+/// Response of the offsets endpoint: `PartitionOffsets`, or with `timestamp` a
+/// `TimestampOffset`. The two have no required field in common, so a body matches exactly one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum OffsetsResponse {
+    /// Without `timestamp`.
+    Offsets(PartitionOffsets),
+    /// With `timestamp`.
+    Timestamp(TimestampOffset),
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

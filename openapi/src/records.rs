@@ -12,7 +12,31 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+
+/// Raw Kafka RecordBatch v2 bytes, the body of `application/vnd.strata.record-batches` on
+/// per-partition produce and fetch: a binary string in the OpenAPI document, so that generated
+/// clients and fuzzers send and expect bytes rather than a JSON array.
+///
+/// Schema only: the server reads and writes these bodies as bytes.
+pub enum RecordBatchBytes {}
+
+impl PartialSchema for RecordBatchBytes {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .description(Some(
+                "Kafka RecordBatch v2 bytes (magic 2, uncompressed), one batch after another.",
+            ))
+            .build()
+            .into()
+    }
+}
+
+impl ToSchema for RecordBatchBytes {}
 
 /// How record values (and header values) are written in JSON, chosen with the `value_format`
 /// query parameter on produce and fetch.

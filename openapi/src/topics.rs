@@ -13,8 +13,8 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::{PartialSchema, ToSchema};
 
-/// A topic config value as it appears in the OpenAPI document: a JSON string, integer or
-/// boolean, whichever the key's type is.
+/// A topic config value as it appears in the OpenAPI document: a JSON string, integer, number
+/// or boolean, whichever the key's type is (`min_cleanable_dirty_ratio` is a fraction).
 ///
 /// Schema only: config maps hold [`serde_json::Value`] so that the server can answer a value of
 /// the wrong type with `invalid_config` naming the key, instead of a generic parse error.
@@ -26,10 +26,12 @@ impl PartialSchema for ConfigValue {
             .schema_type(SchemaType::Array(vec![
                 Type::String,
                 Type::Integer,
+                Type::Number,
                 Type::Boolean,
             ]))
             .description(Some(
-                "A topic config value: a string, integer or boolean, whichever the key's type is.",
+                "A topic config value: a string, integer, number or boolean, whichever the key's \
+                 type is.",
             ))
             .examples([json!(604800000), json!("compact"), json!(false)])
             .build()
@@ -47,12 +49,18 @@ pub enum ConfigUpdateValue {}
 
 impl PartialSchema for ConfigUpdateValue {
     fn schema() -> RefOr<Schema> {
-        let types = vec![Type::String, Type::Integer, Type::Boolean, Type::Null];
+        let types = vec![
+            Type::String,
+            Type::Integer,
+            Type::Number,
+            Type::Boolean,
+            Type::Null,
+        ];
         ObjectBuilder::new()
             .schema_type(SchemaType::Array(types))
             .description(Some(
-                "A topic config value (string, integer or boolean), or null to reset the key to \
-                 its default.",
+                "A topic config value (string, integer, number or boolean), or null to reset the \
+                 key to its default.",
             ))
             .examples([json!(86400000), json!(null)])
             .build()
@@ -231,11 +239,14 @@ mod tests {
             &json!({"$ref": "#/components/schemas/ConfigUpdateValue"})
         );
         let value = serde_json::to_value(ConfigValue::schema()).unwrap();
-        assert_eq!(value["type"], json!(["string", "integer", "boolean"]));
+        assert_eq!(
+            value["type"],
+            json!(["string", "integer", "number", "boolean"])
+        );
         let value = serde_json::to_value(ConfigUpdateValue::schema()).unwrap();
         assert_eq!(
             value["type"],
-            json!(["string", "integer", "boolean", "null"])
+            json!(["string", "integer", "number", "boolean", "null"])
         );
     }
 }

@@ -61,11 +61,12 @@ enum Format {
             (FetchResponse = "application/json"),
             (FetchedRecord = "application/x-ndjson"),
             (String = "text/event-stream"),
-            (Vec<u8> = "application/vnd.strata.record-batches"))),
+            (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches"))),
         (status = 400, description = "Bad path or query", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
         (status = 406, description = "Unsupported Accept", body = ErrorBody),
         (status = 416, description = "Offset out of range", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn fetch(
     State(state): State<AppState>,

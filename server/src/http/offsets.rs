@@ -3,8 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use strata_openapi::{ErrorBody, OffsetsQuery, PartitionOffsets, TimestampOffset};
+use strata_openapi::{ErrorBody, OffsetsQuery, OffsetsResponse, PartitionOffsets, TimestampOffset};
 
 use super::AppState;
 use super::error::ApiError;
@@ -20,7 +19,7 @@ use super::extract::{ApiPath, ApiQuery};
            ("partition" = u32, Path, description = "Partition number"), OffsetsQuery),
     responses(
         (status = 200, description = "Offsets (`PartitionOffsets`), or with `timestamp` a `TimestampOffset`",
-            body = PartitionOffsets),
+            body = OffsetsResponse),
         (status = 400, description = "Bad path or query", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
     ))]
@@ -28,17 +27,19 @@ pub async fn offsets(
     State(state): State<AppState>,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<OffsetsQuery>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<OffsetsResponse>, ApiError> {
     let partition = state.partition(&topic, partition)?;
     if let Some(timestamp) = query.timestamp {
         let offset = partition.offset_for_timestamp(timestamp)?;
-        return Ok(Json(TimestampOffset { timestamp, offset }).into_response());
+        return Ok(Json(OffsetsResponse::Timestamp(TimestampOffset {
+            timestamp,
+            offset,
+        })));
     }
     let offsets = partition.offsets();
-    Ok(Json(PartitionOffsets {
+    Ok(Json(OffsetsResponse::Offsets(PartitionOffsets {
         earliest: offsets.log_start_offset,
         latest: offsets.high_watermark,
         log_end: offsets.log_end_offset,
-    })
-    .into_response())
+    })))
 }

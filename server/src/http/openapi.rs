@@ -37,6 +37,9 @@ use super::AppState;
         strata_openapi::ConfigValue,
         strata_openapi::ConfigUpdateValue,
         strata_openapi::TimestampOffset,
+        // Referenced by query parameters, which utoipa does not collect on its own.
+        strata_openapi::ValueFormat,
+        strata_openapi::Acks,
     )),
     tags(
         (name = "topics", description = "Create, inspect, change and delete topics"),

@@ -91,7 +91,7 @@ pub async fn produce_to_topic(
            ("expected_offset" = Option<u64>, Query, description = "Raw bodies only: append only if the log end offset equals this")),
     request_body(content(
         (ProduceRequest = "application/json"),
-        (Vec<u8> = "application/vnd.strata.record-batches"))),
+        (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches"))),
     responses(
         (status = 200, description = "Offsets of the records", body = ProduceResponse),
         (status = 400, description = "Malformed JSON, query or record batch", body = ErrorBody),

@@ -18,8 +18,10 @@ use crate::producers::ProducerRegistryError;
     responses(
         (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Unknown producer id (`invalid_producer`)", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn init_producer(
     State(state): State<AppState>,

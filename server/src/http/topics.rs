@@ -28,6 +28,7 @@ use crate::topics::catalog::Topic;
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid name, partition count or settings", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
@@ -80,8 +81,10 @@ pub async fn describe_topic(
         (status = 200, description = "Updated", body = TopicDescription),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid settings (`invalid_config`)", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn update_configs(
     State(state): State<AppState>,
@@ -106,8 +109,10 @@ pub async fn update_configs(
         (status = 200, description = "Grown", body = AddPartitionsResponse),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "The count does not grow or exceeds the limit", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn add_partitions(
     State(state): State<AppState>,
@@ -134,6 +139,7 @@ pub async fn add_partitions(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such topic", body = ErrorBody),
         (status = 422, description = "Internal topics cannot be deleted", body = ErrorBody),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn delete_topic(
     State(state): State<AppState>,
