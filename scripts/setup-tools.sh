@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs the tools the tests use, from the project's own pinned list, into .tools/ (idempotent).
-#   .tools/py   Python venv with kafka-python: the independent Kafka record-batch codec that the
-#               storage tests use as an external oracle.
+#   .tools/py   Python venv with scripts/requirements-test.txt: kafka-python (the independent Kafka
+#               record-batch codec that the storage tests use as an external oracle) and the
+#               OpenAPI tools of scripts/check-openapi.sh (openapi-spec-validator,
+#               openapi-python-client, schemathesis). Reinstalled when the list changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="$PWD/.tools"
 mkdir -p "$TOOLS"
 
+REQUIREMENTS=scripts/requirements-test.txt
+STAMP="$TOOLS/py/.requirements.sha256"
+want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
 if ! "$TOOLS/py/bin/python" -c 'import kafka.record' >/dev/null 2>&1; then
   echo "setup-tools: creating $TOOLS/py" >&2
   rm -rf "$TOOLS/py"
@@ -19,5 +24,9 @@ if ! "$TOOLS/py/bin/python" -c 'import kafka.record' >/dev/null 2>&1; then
       exit 1
     fi
   fi
-  "$TOOLS/py/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+fi
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  echo "setup-tools: installing $REQUIREMENTS into $TOOLS/py" >&2
+  "$TOOLS/py/bin/python" -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS"
+  echo "$want" >"$STAMP"
 fi
