@@ -24,6 +24,7 @@ export PATH="$PY:$PATH"
 
 # The server the checks run against; the cargo test step normally built it already.
 cargo build --quiet -p strata-server --bin strata
+STRATA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/strata"
 
 work=$(mktemp -d)
 server_pid=""
@@ -73,7 +74,7 @@ generate_client() {
 start_server() {
   mkdir -p "$work/data"
   # A short long-poll cap keeps fuzzed max_wait_ms values from stalling the run.
-  target/debug/strata serve --listen 127.0.0.1:0 --data-dir "$work/data" \
+  "$STRATA_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" \
     --fetch-max-wait-ms 200 >"$work/server.out" 2>"$work/server.log" &
   server_pid=$!
   for _ in $(seq 1 100); do
