@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod groups;
 pub mod http;
 pub mod io;
 pub mod limits;

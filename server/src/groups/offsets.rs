@@ -1,0 +1,333 @@
+//! Committed offsets, stored as records of the internal compacted topic `__consumer_offsets`.
+//!
+//! Key: JSON `{"group","topic","partition"}`; value: JSON `{"offset","metadata","commit_time_ms"}`
+//! (the **next** offset to read), or null (a tombstone) when a group's offsets are deleted. A
+//! commit of many partitions is one batch, acknowledged after its fsync. The latest value per key
+//! is cached in memory and rebuilt from the topic at start-up; concurrent commits are ordered by
+//! their position in the log, so the cache always equals "the last record per key".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::assignment::TopicPartition;
+use crate::log::batch::{BatchOptions, encode_batch};
+use crate::log::{Acks, AppendError, NewRecord, Partition, ReadError, RecordBatch};
+
+/// Name of the internal topic.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct OffsetKey {
+    group: String,
+    topic: String,
+    partition: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct OffsetValue {
+    offset: u64,
+    metadata: String,
+    commit_time_ms: i64,
+}
+
+/// A committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The next offset to read.
+    pub offset: u64,
+    /// Free text the client stored with it.
+    pub metadata: String,
+    /// When it was committed (ms since the epoch).
+    pub commit_time_ms: i64,
+    /// Where the commit record sits in `__consumer_offsets`, to order concurrent commits.
+    log_offset: u64,
+}
+
+/// One offset to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: u32,
+    /// Next offset to read.
+    pub offset: u64,
+    /// Free text kept with it.
+    pub metadata: String,
+}
+
+/// Why offsets could not be committed or loaded.
+#[derive(Debug, Error)]
+pub enum OffsetStoreError {
+    /// Appending to `__consumer_offsets` failed.
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    /// Reading `__consumer_offsets` failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A stored batch or record does not decode.
+    #[error("__consumer_offsets holds an invalid record at offset {offset}: {reason}")]
+    Corrupt {
+        /// Offset of the record.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+type GroupOffsets = BTreeMap<TopicPartition, Committed>;
+
+/// The committed offsets of every group.
+#[derive(Debug)]
+pub struct OffsetStore {
+    log: Arc<Partition>,
+    cache: RwLock<BTreeMap<String, GroupOffsets>>,
+}
+
+impl OffsetStore {
+    /// Loads every commit from the topic's partition.
+    ///
+    /// # Errors
+    /// Unreadable or undecodable records.
+    pub async fn open(log: Arc<Partition>) -> Result<OffsetStore, OffsetStoreError> {
+        let store = OffsetStore {
+            log,
+            cache: RwLock::new(BTreeMap::new()),
+        };
+        let mut offset = store.log.offsets().log_start_offset;
+        loop {
+            let slice = store.log.read(offset, 4 << 20).await?;
+            if slice.data.is_empty() {
+                break;
+            }
+            let mut rest = slice.data.clone();
+            while !rest.is_empty() {
+                let batch =
+                    RecordBatch::decode_first(&rest).map_err(|e| OffsetStoreError::Corrupt {
+                        offset,
+                        reason: e.to_string(),
+                    })?;
+                for record in batch.records() {
+                    let record = record.map_err(|e| OffsetStoreError::Corrupt {
+                        offset,
+                        reason: e.to_string(),
+                    })?;
+                    let log_offset = u64::try_from(record.offset).unwrap_or(0);
+                    store.apply(record.key.as_deref(), record.value.as_deref(), log_offset)?;
+                }
+                rest = rest.slice(batch.len()..);
+            }
+            offset = slice.next_offset;
+        }
+        Ok(store)
+    }
+
+    fn apply(
+        &self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        log_offset: u64,
+    ) -> Result<(), OffsetStoreError> {
+        let corrupt = |reason: String| OffsetStoreError::Corrupt {
+            offset: log_offset,
+            reason,
+        };
+        let key: OffsetKey =
+            serde_json::from_slice(key.unwrap_or_default()).map_err(|e| corrupt(e.to_string()))?;
+        let mut cache = self.cache.write();
+        let group = cache.entry(key.group.clone()).or_default();
+        let tp = (key.topic, key.partition);
+        if group.get(&tp).is_some_and(|c| c.log_offset > log_offset) {
+            return Ok(());
+        }
+        match value {
+            None => {
+                group.remove(&tp);
+                if group.is_empty() {
+                    cache.remove(&key.group);
+                }
+            }
+            Some(value) => {
+                let value: OffsetValue =
+                    serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+                group.insert(
+                    tp,
+                    Committed {
+                        offset: value.offset,
+                        metadata: value.metadata,
+                        commit_time_ms: value.commit_time_ms,
+                        log_offset,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Durably commits offsets for one group (one batch, acknowledged after fsync).
+    ///
+    /// # Errors
+    /// The append failed; nothing was committed.
+    pub async fn commit(
+        &self,
+        group: &str,
+        commits: &[Commit],
+        now_ms: i64,
+    ) -> Result<(), OffsetStoreError> {
+        let records: Vec<NewRecord> = commits
+            .iter()
+            .map(|c| {
+                let key = OffsetKey {
+                    group: group.to_string(),
+                    topic: c.topic.clone(),
+                    partition: c.partition,
+                };
+                let value = OffsetValue {
+                    offset: c.offset,
+                    metadata: c.metadata.clone(),
+                    commit_time_ms: now_ms,
+                };
+                NewRecord {
+                    timestamp: now_ms,
+                    key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
+                    value: Some(Bytes::from(serde_json::to_vec(&value).unwrap_or_default())),
+                    headers: Vec::new(),
+                }
+            })
+            .collect();
+        self.append(records).await
+    }
+
+    /// Deletes every committed offset of a group (tombstones).
+    ///
+    /// # Errors
+    /// The append failed.
+    pub async fn delete_group(&self, group: &str, now_ms: i64) -> Result<usize, OffsetStoreError> {
+        let keys: Vec<TopicPartition> = self.committed(group).into_keys().collect();
+        let records: Vec<NewRecord> = keys
+            .iter()
+            .map(|(topic, partition)| {
+                let key = OffsetKey {
+                    group: group.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                NewRecord {
+                    timestamp: now_ms,
+                    key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
+                    value: None,
+                    headers: Vec::new(),
+                }
+            })
+            .collect();
+        let count = records.len();
+        self.append(records).await?;
+        Ok(count)
+    }
+
+    async fn append(&self, records: Vec<NewRecord>) -> Result<(), OffsetStoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let bytes = encode_batch(&BatchOptions::default(), &records).map_err(|e| {
+            OffsetStoreError::Corrupt {
+                offset: 0,
+                reason: e.to_string(),
+            }
+        })?;
+        let batch = RecordBatch::decode_exact(bytes).map_err(|e| OffsetStoreError::Corrupt {
+            offset: 0,
+            reason: e.to_string(),
+        })?;
+        let acks = self.log.append(vec![batch], Acks::All).await?;
+        let base = acks.first().map_or(0, |a| a.base_offset);
+        for (i, record) in records.iter().enumerate() {
+            self.apply(
+                record.key.as_deref(),
+                record.value.as_deref(),
+                base + i as u64,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A group's committed offsets.
+    pub fn committed(&self, group: &str) -> GroupOffsets {
+        self.cache.read().get(group).cloned().unwrap_or_default()
+    }
+
+    /// One committed offset.
+    pub fn get(&self, group: &str, topic: &str, partition: u32) -> Option<Committed> {
+        self.cache
+            .read()
+            .get(group)
+            .and_then(|g| g.get(&(topic.to_string(), partition)).cloned())
+    }
+
+    /// Groups with at least one committed offset.
+    pub fn groups(&self) -> Vec<String> {
+        self.cache.read().keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::io::{Io, IoBackendChoice};
+    use crate::log::LogConfig;
+
+    fn commit(topic: &str, partition: u32, offset: u64) -> Commit {
+        Commit {
+            topic: topic.into(),
+            partition,
+            offset,
+            metadata: format!("m{offset}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn commits_survive_restart_and_deletes_are_tombstones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let open = || async {
+            Arc::new(
+                Partition::open(
+                    dir.path(),
+                    LogConfig::default(),
+                    io.clone(),
+                    ManualClock::new(0),
+                )
+                .await
+                .unwrap(),
+            )
+        };
+        let log = open().await;
+        let store = OffsetStore::open(Arc::clone(&log)).await.unwrap();
+        store
+            .commit("g1", &[commit("t", 0, 42), commit("t", 1, 7)], 100)
+            .await
+            .unwrap();
+        store
+            .commit("g1", &[commit("t", 0, 50)], 200)
+            .await
+            .unwrap();
+        store.commit("g2", &[commit("t", 0, 3)], 300).await.unwrap();
+        assert_eq!(store.get("g1", "t", 0).unwrap().offset, 50);
+        assert_eq!(store.delete_group("g2", 400).await.unwrap(), 1);
+        log.close().await.unwrap();
+        drop((store, log));
+        let store = OffsetStore::open(open().await).await.unwrap();
+        let g1 = store.committed("g1");
+        assert_eq!(g1.len(), 2);
+        assert_eq!(g1[&("t".to_string(), 0)].offset, 50);
+        assert_eq!(g1[&("t".to_string(), 0)].metadata, "m50");
+        assert_eq!(g1[&("t".to_string(), 1)].commit_time_ms, 100);
+        assert_eq!(store.groups(), vec!["g1".to_string()]);
+    }
+}
