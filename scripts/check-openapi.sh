@@ -22,8 +22,9 @@ PY=$ROOT/.tools/py/bin
 # openapi-python-client runs ruff from PATH on what it generates.
 export PATH="$PY:$PATH"
 
-# The server the checks run against; the cargo test step normally built it already.
-cargo build --quiet -p strata-server --bin strata
+# The server the checks run against. `cargo test` builds it with the test profile (into
+# target/debug), so building with that profile is a no-op after scripts/test's cargo test step.
+cargo build --quiet --profile test -p strata-server --bin strata
 STRATA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/strata"
 
 work=$(mktemp -d)
