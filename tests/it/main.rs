@@ -1,1 +1,12 @@
-//! Black-box tests of the real `strata` binary, one module per area (added with the HTTP API).
+//! Black-box tests of the real `strata` binary, one module per area. Every test starts its own
+//! server on 127.0.0.1:0 with a temporary data directory (see `strata_tests::Server`).
+
+// Test code may unwrap (clippy.toml allows it in tests; helpers outside #[test] fns need this).
+#![allow(clippy::unwrap_used)]
+
+mod crash;
+mod errors;
+mod idempotence;
+mod produce_fetch;
+mod streaming;
+mod topics;

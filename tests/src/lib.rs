@@ -1,2 +1,570 @@
-//! Harness for black-box tests that start the real `strata` binary. Empty until the HTTP API
-//! lands.
+//! Harness for black-box tests that start the real `strata` binary.
+//!
+//! [`Server::start`] spawns `strata-under-test serve --listen 127.0.0.1:0 --data-dir <dir>` plus
+//! extra flags, reads the `strata listening on http://ADDR` line from its stdout to learn the
+//! port, and keeps the data directory so that a test can kill and restart the server on the same
+//! data. Dropping a [`Server`] kills the process. [`eventually`] is the bounded wait used instead
+//! of sleeps.
+#![allow(clippy::unwrap_used)]
+
+use std::future::Future;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// How long a start may take before the harness gives up.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stopping server may take to exit.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The tail of the server's stderr kept for failure messages.
+const STDERR_KEEP: usize = 256 * 1024;
+
+/// How to start a server.
+#[derive(Debug, Default, Clone)]
+pub struct ServerOptions {
+    /// Extra flags after `serve --listen ... --data-dir ...`, such as
+    /// `["--sse-ping-interval-ms", "100"]`.
+    pub args: Vec<String>,
+    /// Data directory to use; `None`: a fresh temporary directory owned by the server.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl ServerOptions {
+    /// Options with these extra flags and a fresh temporary data directory.
+    pub fn with_args(args: &[&str]) -> Self {
+        Self {
+            args: args.iter().map(|a| (*a).to_string()).collect(),
+            data_dir: None,
+        }
+    }
+}
+
+/// A running (or stopped) `strata serve` process and its data directory.
+pub struct Server {
+    child: Option<Child>,
+    address: SocketAddr,
+    args: Vec<String>,
+    data_dir: PathBuf,
+    _temp: Option<TempDir>,
+    stderr: Arc<Mutex<String>>,
+    client: reqwest::Client,
+}
+
+impl Server {
+    /// Starts the binary and waits until it prints the address it bound.
+    ///
+    /// # Panics
+    /// When the server exits or stays silent for 30 s; the message holds its stderr.
+    pub fn start(options: ServerOptions) -> Server {
+        let (temp, data_dir) = match options.data_dir {
+            Some(dir) => (None, dir),
+            None => {
+                let temp = tempfile::tempdir().unwrap();
+                let dir = temp.path().to_path_buf();
+                (Some(temp), dir)
+            }
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let mut server = Server {
+            child: None,
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            args: options.args,
+            data_dir,
+            _temp: temp,
+            stderr: Arc::new(Mutex::new(String::new())),
+            client,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts a server with default settings on a fresh data directory.
+    pub fn start_default() -> Server {
+        Self::start(ServerOptions::default())
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "the server is still running");
+        let mut child = Command::new(binary())
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.stderr.lock().unwrap().clear();
+        let stderr = Arc::clone(&self.stderr);
+        let mut err_pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 8192];
+            while let Ok(n) = err_pipe.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                let mut kept = stderr.lock().unwrap();
+                kept.push_str(&String::from_utf8_lossy(&buffer[..n]));
+                if kept.len() > STDERR_KEEP {
+                    let mut cut = kept.len() - STDERR_KEEP;
+                    while !kept.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    kept.drain(..cut);
+                }
+            }
+        });
+        let (sender, receiver) = mpsc::channel::<Option<SocketAddr>>();
+        let out_pipe = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out_pipe).lines();
+            let mut sent = false;
+            // Keep draining stdout after the address line so the server never blocks on it.
+            while let Some(Ok(line)) = lines.next() {
+                if !sent && let Some(address) = parse_listening_line(&line) {
+                    let _ = sender.send(Some(address));
+                    sent = true;
+                }
+            }
+            if !sent {
+                let _ = sender.send(None);
+            }
+        });
+        let deadline = Instant::now() + START_TIMEOUT;
+        let address = loop {
+            match receiver.recv_timeout(Duration::from_millis(50)) {
+                Ok(Some(address)) => break address,
+                Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child.wait().unwrap();
+                    // Let the stderr reader catch up before reporting.
+                    std::thread::sleep(Duration::from_millis(100));
+                    panic!(
+                        "strata exited ({status}) before it printed its address; stderr:\n{}",
+                        self.stderr()
+                    );
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if Instant::now() > deadline {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        panic!(
+                            "strata did not print its address within {START_TIMEOUT:?}; stderr:\n{}",
+                            self.stderr()
+                        );
+                    }
+                }
+            }
+        };
+        self.address = address;
+        self.child = Some(child);
+    }
+
+    /// `http://127.0.0.1:PORT` of the current process (the port changes on restart).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// `base_url()` followed by `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url())
+    }
+
+    /// An HTTP client (connection pool shared by clones).
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
+    /// The data directory the server runs on.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// What the current (or last) process wrote to stderr, up to the last 256 KiB.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The process id of the running server.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the server is not running").id()
+    }
+
+    /// SIGKILL, then waits for the process to be gone.
+    pub fn kill_9(&mut self) {
+        let mut child = self.child.take().expect("the server is not running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits (bounded) for the process to exit and returns its status.
+    ///
+    /// # Panics
+    /// When the server does not exit within 30 s (it is then killed).
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the server is not running");
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: `kill` has no memory-safety preconditions; `pid` is our own child, which has
+        // not been waited for yet, so the id cannot have been reused.
+        let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(sent, 0, "kill(SIGTERM) failed");
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "strata did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts the server again on the same data directory and flags. A running server is
+    /// stopped with SIGTERM first.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            let status = self.terminate();
+            assert!(status.success(), "strata exited with {status} on SIGTERM");
+        }
+        self.spawn();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => child.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The `strata-under-test` binary. `env!("CARGO_BIN_EXE_...")` exists only when compiling
+/// integration tests, not this library, so the path is found at run time: cargo's variable if
+/// the runner sets it, else next to the test executable's `deps/` directory, where cargo puts
+/// the package's binaries (it builds them before running integration tests).
+fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_strata-under-test") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir = dir.parent().unwrap();
+    }
+    let path = dir.join(format!("strata-under-test{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.exists(),
+        "{} not found: build with cargo test -p strata-tests",
+        path.display()
+    );
+    path
+}
+
+fn parse_listening_line(line: &str) -> Option<SocketAddr> {
+    let rest = line.split("listening on http://").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Polls `check` every 20 ms until it returns true; panics with `what` after `timeout`.
+pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not true within {timeout:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Kafka's murmur2 (`org.apache.kafka.common.utils.Utils.murmur2`), written from Kafka's Java
+/// source: the default partitioner puts a keyed record on `(murmur2(key) & 0x7fffffff) % n`.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let length = u32::try_from(data.len()).unwrap();
+    let mut h = SEED ^ length;
+    let mut chunks = data.chunks_exact(4);
+    for chunk in &mut chunks {
+        let mut k = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let rest = chunks.remainder();
+    if rest.len() >= 3 {
+        h ^= u32::from(rest[2]) << 16;
+    }
+    if rest.len() >= 2 {
+        h ^= u32::from(rest[1]) << 8;
+    }
+    if !rest.is_empty() {
+        h ^= u32::from(rest[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    i32::from_ne_bytes(h.to_ne_bytes())
+}
+
+/// The partition Kafka's default partitioner picks for `key` among `partitions`.
+pub fn kafka_partition(key: &[u8], partitions: u32) -> u32 {
+    let positive = u32::from_ne_bytes(murmur2(key).to_ne_bytes()) & 0x7fff_ffff;
+    positive % partitions
+}
+
+/// Asserts that `response` is an error with `status` and our body with `code`; returns the body.
+pub async fn expect_error(response: reqwest::Response, status: u16, code: &str) -> Value {
+    let actual = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let text = response.text().await.unwrap();
+    assert_eq!(actual, status, "status of {text}");
+    assert!(
+        content_type.starts_with("application/json"),
+        "error content type {content_type:?} for {text}"
+    );
+    let body: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("error body is not JSON ({e}): {text}"));
+    let error = &body["error"];
+    assert_eq!(error["code"], code, "error code in {text}");
+    assert!(error["message"].is_string(), "message in {text}");
+    assert!(error["retryable"].is_boolean(), "retryable in {text}");
+    body
+}
+
+/// Small JSON helpers over one server.
+#[derive(Clone)]
+pub struct Api {
+    /// Base URL, `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The client.
+    pub client: reqwest::Client,
+}
+
+impl Api {
+    /// Helpers for the server's current address.
+    pub fn new(server: &Server) -> Api {
+        Api {
+            base: server.base_url(),
+            client: server.client(),
+        }
+    }
+
+    /// `base` followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POST JSON, return the response.
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET, return the response.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// GET, assert 200, return the JSON body.
+    pub async fn get_json(&self, path: &str) -> Value {
+        ok_json(self.get(path).await).await
+    }
+
+    /// Creates a topic and asserts 201.
+    pub async fn create_topic(&self, name: &str, partitions: u32) -> Value {
+        let response = self
+            .post(
+                "/v1/topics",
+                &serde_json::json!({"name": name, "partitions": partitions}),
+            )
+            .await;
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, 201, "create {name}: {body}");
+        body
+    }
+
+    /// Produces a JSON body to the topic endpoint; asserts 200 and returns the response body.
+    pub async fn produce(&self, topic: &str, body: &Value) -> Value {
+        ok_json(
+            self.post(&format!("/v1/topics/{topic}/records"), body)
+                .await,
+        )
+        .await
+    }
+
+    /// Fetches every record of a partition from `offset` up to the high watermark (JSON).
+    pub async fn fetch_all(&self, topic: &str, partition: u32, offset: u64) -> Vec<Value> {
+        let mut records = Vec::new();
+        let mut next = offset;
+        loop {
+            let body = self
+                .get_json(&format!(
+                    "/v1/topics/{topic}/partitions/{partition}/records?offset={next}"
+                ))
+                .await;
+            let batch = body["records"].as_array().unwrap();
+            records.extend(batch.iter().cloned());
+            next = body["next_offset"].as_u64().unwrap();
+            if batch.is_empty() || next >= body["high_watermark"].as_u64().unwrap() {
+                return records;
+            }
+        }
+    }
+
+    /// The offsets endpoint of a partition.
+    pub async fn offsets(&self, topic: &str, partition: u32) -> Value {
+        self.get_json(&format!(
+            "/v1/topics/{topic}/partitions/{partition}/offsets"
+        ))
+        .await
+    }
+}
+
+/// Asserts 200 and returns the JSON body.
+pub async fn ok_json(response: reqwest::Response) -> Value {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert_eq!(status, 200, "expected 200, got {status}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// `event:` field (empty for the default `message`).
+    pub event: String,
+    /// `id:` field, if any.
+    pub id: Option<String>,
+    /// `data:` lines joined with `\n`.
+    pub data: String,
+}
+
+/// Incremental parser of a `text/event-stream` body.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buffer: Vec<u8>,
+}
+
+impl SseParser {
+    /// Feeds bytes; returns the events completed by them.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        self.buffer.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        loop {
+            // Blocks end with a blank line; split on bytes so that a multi-byte character cut
+            // across chunks stays intact until its block is complete.
+            let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") else {
+                return events;
+            };
+            let rest = self.buffer.split_off(end + 2);
+            let block = String::from_utf8(std::mem::replace(&mut self.buffer, rest)).unwrap();
+            let block = block.replace('\r', "");
+            let mut event = SseEvent::default();
+            let mut data = Vec::new();
+            let mut any = false;
+            for line in block.lines() {
+                if line.is_empty() || line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                any = true;
+                match field {
+                    "event" => event.event = value.to_string(),
+                    "id" => event.id = Some(value.to_string()),
+                    "data" => data.push(value.to_string()),
+                    _ => {}
+                }
+            }
+            if any {
+                event.data = data.join("\n");
+                events.push(event);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_line_gives_the_address() {
+        assert_eq!(
+            parse_listening_line("strata listening on http://127.0.0.1:4321 (data in /tmp/x)"),
+            Some(SocketAddr::from(([127, 0, 0, 1], 4321)))
+        );
+        assert_eq!(parse_listening_line("something else"), None);
+    }
+
+    #[test]
+    fn sse_parser_splits_events_across_chunks() {
+        let mut parser = SseParser::default();
+        assert!(parser.push(b"event: records\nid: 3\nda").is_empty());
+        let events = parser.push(b"ta: {}\n\nevent: ping\ndata: \n\n: comment\n\n");
+        assert_eq!(
+            events,
+            vec![
+                SseEvent {
+                    event: "records".into(),
+                    id: Some("3".into()),
+                    data: "{}".into()
+                },
+                SseEvent {
+                    event: "ping".into(),
+                    id: None,
+                    data: String::new()
+                },
+            ]
+        );
+    }
+}

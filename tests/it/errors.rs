@@ -1,0 +1,353 @@
+//! Every client mistake gets a 4xx with our error body and a stable code, and none of them
+//! changes the data already stored.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::json;
+use strata_tests::{Api, Server, ServerOptions, expect_error, ok_json};
+
+const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
+const MAX_REQUEST_BYTES: usize = 4096;
+
+async fn raw_bytes(api: &Api, topic: &str, partition: u32) -> bytes::Bytes {
+    let response = api
+        .client
+        .get(api.url(&format!(
+            "/v1/topics/{topic}/partitions/{partition}/records?offset=0"
+        )))
+        .header("accept", RECORD_BATCHES)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    response.bytes().await.unwrap()
+}
+
+#[tokio::test]
+async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_unchanged() {
+    let server = Server::start(ServerOptions::with_args(&[
+        "--max-request-bytes",
+        &MAX_REQUEST_BYTES.to_string(),
+    ]));
+    let api = Api::new(&server);
+    let client = api.client.clone();
+    api.create_topic("t", 2).await;
+    let records = json!({"records": [
+        {"key": "a", "value": {"n": 1}, "partition": 0},
+        {"key": "b", "value": {"n": 2}, "partition": 0},
+        {"key": "c", "value": {"n": 3}, "partition": 1},
+    ]});
+    api.produce("t", &records).await;
+    let before_p0 = raw_bytes(&api, "t", 0).await;
+    let before_p1 = raw_bytes(&api, "t", 1).await;
+    let before_topic = api.get_json("/v1/topics/t").await;
+    let produce_url = api.url("/v1/topics/t/records");
+    let partition_url = api.url("/v1/topics/t/partitions/0/records");
+
+    // Malformed JSON, on each endpoint that takes JSON.
+    for url in [
+        api.url("/v1/topics"),
+        produce_url.clone(),
+        partition_url.clone(),
+        api.url("/v1/producers"),
+    ] {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body("{\"records\": [")
+            .send()
+            .await
+            .unwrap();
+        expect_error(response, 400, "bad_json").await;
+    }
+    // Wrong types and unknown fields.
+    for (url, body) in [
+        (api.url("/v1/topics"), json!({"name": 5})),
+        (
+            api.url("/v1/topics"),
+            json!({"name": "x", "partitions": "two"}),
+        ),
+        (produce_url.clone(), json!({"records": {"value": 1}})),
+        (produce_url.clone(), json!({"records": [{"key": 7}]})),
+        (
+            produce_url.clone(),
+            json!({"records": [{"value": 1, "partition": -1}]}),
+        ),
+        (
+            produce_url.clone(),
+            json!({"records": [{"value": 1, "surprise": true}]}),
+        ),
+        (
+            partition_url.clone(),
+            json!({"records": [{"timestamp": "now"}]}),
+        ),
+    ] {
+        let response = client.post(&url).json(&body).send().await.unwrap();
+        expect_error(response, 400, "bad_json").await;
+    }
+    // Not JSON.
+    for url in [
+        api.url("/v1/topics"),
+        produce_url.clone(),
+        partition_url.clone(),
+    ] {
+        let response = client
+            .post(&url)
+            .header("content-type", "text/plain")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        expect_error(response, 415, "unsupported_media_type").await;
+    }
+    // Unknown topic and partition.
+    expect_error(
+        api.post(
+            "/v1/topics/nope/records",
+            &json!({"records": [{"value": 1}]}),
+        )
+        .await,
+        404,
+        "topic_not_found",
+    )
+    .await;
+    expect_error(
+        api.get("/v1/topics/nope/partitions/0/records").await,
+        404,
+        "topic_not_found",
+    )
+    .await;
+    expect_error(
+        api.get("/v1/topics/nope/partitions/0/offsets").await,
+        404,
+        "topic_not_found",
+    )
+    .await;
+    expect_error(
+        api.get("/v1/topics/t/partitions/2/records").await,
+        404,
+        "partition_not_found",
+    )
+    .await;
+    expect_error(
+        api.get("/v1/topics/t/partitions/9/offsets").await,
+        404,
+        "partition_not_found",
+    )
+    .await;
+    expect_error(
+        api.post(
+            "/v1/topics/t/partitions/2/records",
+            &json!({"records": [{"value": 1}]}),
+        )
+        .await,
+        404,
+        "partition_not_found",
+    )
+    .await;
+    expect_error(
+        api.post(
+            "/v1/topics/t/records",
+            &json!({"records": [{"value": 1, "partition": 5}]}),
+        )
+        .await,
+        404,
+        "partition_not_found",
+    )
+    .await;
+    expect_error(
+        api.get("/v1/topics/t/partitions/x/records").await,
+        400,
+        "bad_path",
+    )
+    .await;
+    // Bad offsets.
+    for query in [
+        "offset=-1",
+        "offset=abc",
+        "offset=99999999999999999999999",
+        "max_records=-5",
+        "max_wait_ms=soon",
+        "value_format=xml",
+        "offset=0&timestamp=5",
+        "no_such_param=1",
+    ] {
+        expect_error(
+            api.get(&format!("/v1/topics/t/partitions/0/records?{query}"))
+                .await,
+            400,
+            "bad_query",
+        )
+        .await;
+    }
+    expect_error(
+        api.get("/v1/topics/t/partitions/0/offsets?timestamp=x")
+            .await,
+        400,
+        "bad_query",
+    )
+    .await;
+    for offset in [3u64, 1000, u64::MAX] {
+        let body = expect_error(
+            api.get(&format!(
+                "/v1/topics/t/partitions/0/records?offset={offset}"
+            ))
+            .await,
+            416,
+            "offset_out_of_range",
+        )
+        .await;
+        assert_eq!(body["error"]["earliest_offset"], 0);
+        assert_eq!(body["error"]["latest_offset"], 2);
+    }
+    // Bad base64, in values, keys and headers.
+    for (query, record) in [
+        ("value_format=base64", json!({"value": "%%%not base64"})),
+        ("", json!({"key_base64": "***", "value": 1})),
+        (
+            "value_format=base64",
+            json!({"value": "AA==", "headers": {"h": "!"}}),
+        ),
+        ("value_format=string", json!({"value": 5})),
+        ("", json!({"key": "k", "key_base64": "aw==", "value": 1})),
+    ] {
+        let response = api
+            .post(
+                &format!("/v1/topics/t/records?{query}"),
+                &json!({"records": [record]}),
+            )
+            .await;
+        expect_error(response, 422, "invalid").await;
+    }
+    expect_error(
+        api.post("/v1/topics/t/records", &json!({"records": []}))
+            .await,
+        422,
+        "invalid",
+    )
+    .await;
+    // A record over the topic's max_message_bytes.
+    api.create_topic("small", 1).await;
+    let patched = client
+        .patch(api.url("/v1/topics/small/configs"))
+        .json(&json!({"configs": {"max_message_bytes": 200}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status().as_u16(), 200);
+    expect_error(
+        api.post(
+            "/v1/topics/small/records",
+            &json!({"records": [{"value": "x".repeat(1000)}]}),
+        )
+        .await,
+        413,
+        "record_too_large",
+    )
+    .await;
+    ok_json(
+        api.post(
+            "/v1/topics/small/records",
+            &json!({"records": [{"value": "fits"}]}),
+        )
+        .await,
+    )
+    .await;
+    // A request body over --max-request-bytes, JSON and raw.
+    let huge = json!({"records": [{"value": "y".repeat(MAX_REQUEST_BYTES * 2)}]});
+    expect_error(
+        api.post("/v1/topics/t/records", &huge).await,
+        413,
+        "request_too_large",
+    )
+    .await;
+    let response = client
+        .post(&partition_url)
+        .header("content-type", RECORD_BATCHES)
+        .body(vec![0u8; MAX_REQUEST_BYTES * 2])
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 413, "request_too_large").await;
+    // Raw batches with a bad CRC, a truncated batch, garbage.
+    let mut corrupt = before_p0.to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x55;
+    let truncated = before_p0.slice(..before_p0.len() - 3).to_vec();
+    for body in [
+        corrupt,
+        truncated,
+        b"definitely not a record batch".to_vec(),
+        Vec::new(),
+    ] {
+        let response = client
+            .post(&partition_url)
+            .header("content-type", RECORD_BATCHES)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        expect_error(response, 400, "bad_record_batch").await;
+    }
+    // Routing, methods, content negotiation.
+    expect_error(api.get("/v2/nothing").await, 404, "not_found").await;
+    expect_error(
+        api.get("/v1/topics/t/partitions/0/nothing").await,
+        404,
+        "not_found",
+    )
+    .await;
+    let response = client.put(api.url("/v1/topics")).send().await.unwrap();
+    expect_error(response, 405, "method_not_allowed").await;
+    let response = client
+        .delete(api.url("/v1/topics/t/partitions/0/records"))
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 405, "method_not_allowed").await;
+    let response = client
+        .get(api.url("/v1/topics/t/partitions/0/records"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 406, "not_acceptable").await;
+    let response = client
+        .get(api.url("/v1/topics/t/partitions/0/records"))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "not-an-offset")
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 400, "bad_header").await;
+    // Idempotent-producer mistakes.
+    expect_error(
+        api.post("/v1/producers", &json!({"producer_id": 123_456}))
+            .await,
+        422,
+        "invalid_producer",
+    )
+    .await;
+    let unknown_producer = json!({"records": [{"value": 1, "partition": 0}],
+        "producer": {"producer_id": 123_456, "producer_epoch": 0, "sequences": {"0": 0}}});
+    expect_error(
+        api.post("/v1/topics/t/records", &unknown_producer).await,
+        422,
+        "invalid_producer",
+    )
+    .await;
+
+    // None of it touched the stored data.
+    assert_eq!(raw_bytes(&api, "t", 0).await, before_p0);
+    assert_eq!(raw_bytes(&api, "t", 1).await, before_p1);
+    assert_eq!(api.get_json("/v1/topics/t").await, before_topic);
+    let values: Vec<_> = api
+        .fetch_all("t", 0, 0)
+        .await
+        .iter()
+        .map(|r| r["value"]["n"].clone())
+        .collect();
+    assert_eq!(values, vec![json!(1), json!(2)]);
+    assert!(!BASE64.encode(&before_p0).is_empty());
+    assert!(!server.stderr().contains("panicked"), "no handler panicked");
+}

@@ -1,0 +1,254 @@
+//! Topic administration: create, list, describe, update configs, add partitions, delete, and
+//! what survives a restart.
+
+use serde_json::{Value, json};
+use strata_tests::{Api, Server, expect_error, ok_json};
+
+fn topic_names(list: &Value) -> Vec<String> {
+    list["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn topic_lifecycle_create_list_describe_update_grow_delete_behaves() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+
+    let created = api.create_topic("orders", 2).await;
+    assert_eq!(created["name"], "orders");
+    assert_eq!(created["partitions"].as_array().unwrap().len(), 2);
+    assert_eq!(created["configs"]["retention_ms"], 604_800_000);
+
+    let list = api.get_json("/v1/topics").await;
+    assert_eq!(topic_names(&list), vec!["orders"]);
+    assert_eq!(list["topics"][0]["partitions"], 2);
+    assert_eq!(list["topics"][0]["internal"], false);
+
+    api.produce(
+        "orders",
+        &json!({"records": [{"value": 1, "partition": 1}, {"value": 2, "partition": 1}]}),
+    )
+    .await;
+    let described = api.get_json("/v1/topics/orders").await;
+    let p1 = &described["partitions"][1];
+    assert_eq!(p1["partition"], 1);
+    assert_eq!(p1["earliest_offset"], 0);
+    assert_eq!(p1["latest_offset"], 2);
+    assert_eq!(p1["log_end_offset"], 2);
+    assert!(p1["size_bytes"].as_u64().unwrap() > 0);
+    assert!(p1["segment_count"].as_u64().unwrap() >= 1);
+    assert_eq!(described["partitions"][0]["latest_offset"], 0);
+
+    let patch = |configs: Value| {
+        let api = api.clone();
+        async move {
+            api.client
+                .patch(api.url("/v1/topics/orders/configs"))
+                .json(&json!({ "configs": configs }))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let updated =
+        ok_json(patch(json!({"retention_ms": 86_400_000, "cleanup_policy": "delete"})).await).await;
+    assert_eq!(updated["configs"]["retention_ms"], 86_400_000);
+    let reset = ok_json(patch(json!({"retention_ms": null})).await).await;
+    assert_eq!(
+        reset["configs"]["retention_ms"], 604_800_000,
+        "null resets to the default"
+    );
+
+    let grown = ok_json(
+        api.post("/v1/topics/orders/partitions", &json!({"partitions": 3}))
+            .await,
+    )
+    .await;
+    assert_eq!(grown["topic"]["partitions"].as_array().unwrap().len(), 3);
+    assert!(
+        grown["warning"].as_str().unwrap().contains("partition"),
+        "the response warns that keys remap: {grown}"
+    );
+    expect_error(
+        api.post("/v1/topics/orders/partitions", &json!({"partitions": 2}))
+            .await,
+        422,
+        "invalid",
+    )
+    .await;
+
+    let deleted = api
+        .client
+        .delete(api.url("/v1/topics/orders"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    expect_error(api.get("/v1/topics/orders").await, 404, "topic_not_found").await;
+    assert!(topic_names(&api.get_json("/v1/topics").await).is_empty());
+    expect_error(
+        api.client
+            .delete(api.url("/v1/topics/orders"))
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "topic_not_found",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deleted_topic_stays_gone_after_restart() {
+    let mut server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("doomed", 2).await;
+    api.create_topic("kept", 1).await;
+    api.produce("doomed", &json!({"records": [{"value": "x"}]}))
+        .await;
+    let deleted = api
+        .client
+        .delete(api.url("/v1/topics/doomed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+
+    server.restart();
+    let api = Api::new(&server);
+    assert_eq!(topic_names(&api.get_json("/v1/topics").await), vec!["kept"]);
+    expect_error(api.get("/v1/topics/doomed").await, 404, "topic_not_found").await;
+    // The name is free again, and the new topic starts empty.
+    let again = api.create_topic("doomed", 1).await;
+    assert_eq!(again["partitions"][0]["latest_offset"], 0);
+
+    // Also after a crash.
+    let deleted = api
+        .client
+        .delete(api.url("/v1/topics/kept"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    server.kill_9();
+    server.restart();
+    let api = Api::new(&server);
+    assert_eq!(
+        topic_names(&api.get_json("/v1/topics").await),
+        vec!["doomed"]
+    );
+}
+
+#[tokio::test]
+async fn topic_metadata_survives_restart() {
+    let mut server = Server::start_default();
+    let api = Api::new(&server);
+    let response = api
+        .post(
+            "/v1/topics",
+            &json!({"name": "events.v1", "partitions": 2,
+                    "configs": {"retention_ms": 3_600_000, "cleanup_policy": "compact"}}),
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 201);
+    let patched = api
+        .client
+        .patch(api.url("/v1/topics/events.v1/configs"))
+        .json(&json!({"configs": {"segment_bytes": 1_048_576}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status().as_u16(), 200);
+    ok_json(
+        api.post("/v1/topics/events.v1/partitions", &json!({"partitions": 4}))
+            .await,
+    )
+    .await;
+    api.produce(
+        "events.v1",
+        &json!({"records": [{"key": "k", "value": 1, "partition": 3}]}),
+    )
+    .await;
+    let before = api.get_json("/v1/topics/events.v1").await;
+
+    server.restart();
+    let api = Api::new(&server);
+    let after = api.get_json("/v1/topics/events.v1").await;
+    assert_eq!(after["configs"], before["configs"]);
+    assert_eq!(after["configs"]["retention_ms"], 3_600_000);
+    assert_eq!(after["configs"]["cleanup_policy"], "compact");
+    assert_eq!(after["configs"]["segment_bytes"], 1_048_576);
+    assert_eq!(after["partitions"].as_array().unwrap().len(), 4);
+    assert_eq!(after["partitions"][3]["latest_offset"], 1);
+
+    server.kill_9();
+    server.restart();
+    let api = Api::new(&server);
+    let crashed = api.get_json("/v1/topics/events.v1").await;
+    assert_eq!(crashed["configs"], before["configs"]);
+    assert_eq!(crashed["partitions"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn create_topic_with_invalid_name_returns_invalid_topic_name() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    let long = "a".repeat(250);
+    for name in ["../x", ".", "..", "__x", "a b", "a/b", "", long.as_str()] {
+        let response = api
+            .post("/v1/topics", &json!({"name": name, "partitions": 1}))
+            .await;
+        expect_error(response, 422, "invalid_topic_name").await;
+    }
+    assert!(topic_names(&api.get_json("/v1/topics").await).is_empty());
+    // The longest legal name is fine.
+    api.create_topic(&"a".repeat(249), 1).await;
+}
+
+#[tokio::test]
+async fn unknown_or_invalid_config_returns_invalid_config() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    let response = api
+        .post(
+            "/v1/topics",
+            &json!({"name": "t", "configs": {"retention.ms": 1000}}),
+        )
+        .await;
+    expect_error(response, 422, "invalid_config").await;
+    let response = api
+        .post(
+            "/v1/topics",
+            &json!({"name": "t", "configs": {"max_message_bytes": 0}}),
+        )
+        .await;
+    expect_error(response, 422, "invalid_config").await;
+    expect_error(api.get("/v1/topics/t").await, 404, "topic_not_found").await;
+
+    api.create_topic("t", 1).await;
+    let response = api
+        .client
+        .patch(api.url("/v1/topics/t/configs"))
+        .json(&json!({"configs": {"no_such_key": 1}}))
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 422, "invalid_config").await;
+}
+
+#[tokio::test]
+async fn create_existing_topic_returns_conflict() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("dup", 3).await;
+    let response = api
+        .post("/v1/topics", &json!({"name": "dup", "partitions": 1}))
+        .await;
+    expect_error(response, 409, "topic_already_exists").await;
+    let described = api.get_json("/v1/topics/dup").await;
+    assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
+}
