@@ -1,8 +1,6 @@
 //! Every client mistake gets a 4xx with our error body and a stable code, and none of them
 //! changes the data already stored.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::json;
 use strata_tests::{Api, Server, ServerOptions, expect_error, ok_json};
 
@@ -348,6 +346,5 @@ async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_uncha
         .map(|r| r["value"]["n"].clone())
         .collect();
     assert_eq!(values, vec![json!(1), json!(2)]);
-    assert!(!BASE64.encode(&before_p0).is_empty());
     assert!(!server.stderr().contains("panicked"), "no handler panicked");
 }
