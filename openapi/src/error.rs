@@ -29,6 +29,7 @@ use utoipa::ToSchema;
 /// - `busy` (503, retryable): the server is overloaded; retry after a short backoff.
 /// - `conflict` (409): the request conflicts with the current state of the resource.
 /// - `corrupt` (500): stored data failed an integrity check while serving the request.
+/// - `group_not_found` (404): no consumer group has this id.
 /// - `internal` (500): an unexpected server error; the server logs the detail.
 /// - `invalid` (422): the request is well-formed but a value is not acceptable.
 /// - `invalid_config` (422): a topic config key is unknown or its value is out of range.
@@ -36,20 +37,24 @@ use utoipa::ToSchema;
 /// - `invalid_topic_name` (422): the topic name breaks the naming rules.
 /// - `key_required` (422): a record without a key was sent to a compacted topic.
 /// - `method_not_allowed` (405): the route exists but not for this HTTP method.
+/// - `no_valid_offset` (409): a member has no usable committed offset and `auto_offset_reset` is `none`.
 /// - `not_acceptable` (406): no representation matches the `Accept` header.
 /// - `not_found` (404): no such route.
 /// - `offset_mismatch` (412): conditional append failed; `log_end_offset` holds the actual end.
 /// - `offset_out_of_range` (416): the offset is outside the log; the body holds the valid range.
+/// - `partition_not_assigned` (409): the group member does not own the partition.
 /// - `partition_not_found` (404): the topic has no such partition.
 /// - `producer_fenced` (409): a newer epoch of this producer id exists; this session is stale.
 /// - `record_too_large` (413): one record exceeds the topic's `max_message_bytes`.
 /// - `request_too_large` (413): the request body exceeds the server's limit.
 /// - `sequence_gap` (409): the producer sequence is not the next one expected for the partition.
+/// - `stale_generation` (409): the request carries an old group generation.
 /// - `storage_unavailable` (503, retryable): the storage layer cannot serve the request now.
 /// - `timeout` (504, retryable): the server gave up waiting; the request may have taken effect.
 /// - `topic_already_exists` (409): a topic with this name exists.
 /// - `topic_not_found` (404): no topic has this name.
 /// - `unavailable` (503, retryable): the server is starting up or shutting down.
+/// - `unknown_member` (409): the member left, was evicted or was replaced.
 /// - `unsupported_media_type` (415): the `Content-Type` is not accepted by this endpoint.
 // The identity of a code is its snake_case wire name, not a discriminant, so variants carry no
 // explicit values. Keep variants sorted by wire name; the tests check it.
@@ -73,6 +78,8 @@ pub enum ErrorCode {
     Conflict,
     /// Stored data failed an integrity check while serving the request.
     Corrupt,
+    /// No consumer group has this id (it has no members and no committed offsets).
+    GroupNotFound,
     /// An unexpected server error; the message says nothing internal, the server log does.
     Internal,
     /// The request is well-formed but a value is not acceptable (for example `partitions: 0`).
@@ -88,6 +95,9 @@ pub enum ErrorCode {
     KeyRequired,
     /// The route exists, but not for this HTTP method.
     MethodNotAllowed,
+    /// A group member has no usable committed offset for a partition (none, or deleted by
+    /// retention) and joined with `auto_offset_reset: none`; the message names the partition.
+    NoValidOffset,
     /// None of the media types in the `Accept` header can be served by this endpoint.
     NotAcceptable,
     /// No route matches the request path.
@@ -98,6 +108,8 @@ pub enum ErrorCode {
     /// The offset is below the log start or above the high watermark. The body's
     /// `earliest_offset` and `latest_offset` hold the valid range.
     OffsetOutOfRange,
+    /// The group member does not own this partition in the current generation.
+    PartitionNotAssigned,
     /// The topic exists but has no partition with this number.
     PartitionNotFound,
     /// A newer epoch of this producer id was initialized; this producer session is stale and
@@ -110,6 +122,9 @@ pub enum ErrorCode {
     /// The producer sequence for a partition is not the next one the server expects: records
     /// were lost or reordered between the producer and the server.
     SequenceGap,
+    /// The request carries an old group generation: heartbeat to learn the current one and
+    /// the assignment that goes with it.
+    StaleGeneration,
     /// The storage layer (disk or object store) cannot serve the request right now.
     StorageUnavailable,
     /// The server gave up waiting (for example for an fsync). The request may still have taken
@@ -121,6 +136,9 @@ pub enum ErrorCode {
     TopicNotFound,
     /// The server is starting up (recovering) or shutting down.
     Unavailable,
+    /// The member id is not in the group: it left, was evicted (see the group description for
+    /// the reason) or was replaced by a static member rejoining. Join again.
+    UnknownMember,
     /// The request's `Content-Type` is not accepted by this endpoint.
     UnsupportedMediaType,
 }
@@ -136,6 +154,7 @@ impl ErrorCode {
         ErrorCode::Busy,
         ErrorCode::Conflict,
         ErrorCode::Corrupt,
+        ErrorCode::GroupNotFound,
         ErrorCode::Internal,
         ErrorCode::Invalid,
         ErrorCode::InvalidConfig,
@@ -143,20 +162,24 @@ impl ErrorCode {
         ErrorCode::InvalidTopicName,
         ErrorCode::KeyRequired,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::NoValidOffset,
         ErrorCode::NotAcceptable,
         ErrorCode::NotFound,
         ErrorCode::OffsetMismatch,
         ErrorCode::OffsetOutOfRange,
+        ErrorCode::PartitionNotAssigned,
         ErrorCode::PartitionNotFound,
         ErrorCode::ProducerFenced,
         ErrorCode::RecordTooLarge,
         ErrorCode::RequestTooLarge,
         ErrorCode::SequenceGap,
+        ErrorCode::StaleGeneration,
         ErrorCode::StorageUnavailable,
         ErrorCode::Timeout,
         ErrorCode::TopicAlreadyExists,
         ErrorCode::TopicNotFound,
         ErrorCode::Unavailable,
+        ErrorCode::UnknownMember,
         ErrorCode::UnsupportedMediaType,
     ];
 
@@ -168,13 +191,20 @@ impl ErrorCode {
             | ErrorCode::BadPath
             | ErrorCode::BadQuery
             | ErrorCode::BadRecordBatch => 400,
-            ErrorCode::NotFound | ErrorCode::PartitionNotFound | ErrorCode::TopicNotFound => 404,
+            ErrorCode::GroupNotFound
+            | ErrorCode::NotFound
+            | ErrorCode::PartitionNotFound
+            | ErrorCode::TopicNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotAcceptable => 406,
             ErrorCode::Conflict
+            | ErrorCode::NoValidOffset
+            | ErrorCode::PartitionNotAssigned
             | ErrorCode::ProducerFenced
             | ErrorCode::SequenceGap
-            | ErrorCode::TopicAlreadyExists => 409,
+            | ErrorCode::StaleGeneration
+            | ErrorCode::TopicAlreadyExists
+            | ErrorCode::UnknownMember => 409,
             ErrorCode::OffsetMismatch => 412,
             ErrorCode::RecordTooLarge | ErrorCode::RequestTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -205,6 +235,7 @@ impl ErrorCode {
             | ErrorCode::BadRecordBatch
             | ErrorCode::Conflict
             | ErrorCode::Corrupt
+            | ErrorCode::GroupNotFound
             | ErrorCode::Internal
             | ErrorCode::Invalid
             | ErrorCode::InvalidConfig
@@ -214,15 +245,19 @@ impl ErrorCode {
             | ErrorCode::MethodNotAllowed
             | ErrorCode::NotAcceptable
             | ErrorCode::NotFound
+            | ErrorCode::NoValidOffset
             | ErrorCode::OffsetMismatch
             | ErrorCode::OffsetOutOfRange
+            | ErrorCode::PartitionNotAssigned
             | ErrorCode::PartitionNotFound
             | ErrorCode::ProducerFenced
             | ErrorCode::RecordTooLarge
             | ErrorCode::RequestTooLarge
             | ErrorCode::SequenceGap
+            | ErrorCode::StaleGeneration
             | ErrorCode::TopicAlreadyExists
             | ErrorCode::TopicNotFound
+            | ErrorCode::UnknownMember
             | ErrorCode::UnsupportedMediaType => false,
         }
     }
@@ -238,6 +273,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Corrupt => "corrupt",
+            ErrorCode::GroupNotFound => "group_not_found",
             ErrorCode::Internal => "internal",
             ErrorCode::Invalid => "invalid",
             ErrorCode::InvalidConfig => "invalid_config",
@@ -247,18 +283,22 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::NotAcceptable => "not_acceptable",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::NoValidOffset => "no_valid_offset",
             ErrorCode::OffsetMismatch => "offset_mismatch",
             ErrorCode::OffsetOutOfRange => "offset_out_of_range",
+            ErrorCode::PartitionNotAssigned => "partition_not_assigned",
             ErrorCode::PartitionNotFound => "partition_not_found",
             ErrorCode::ProducerFenced => "producer_fenced",
             ErrorCode::RecordTooLarge => "record_too_large",
             ErrorCode::RequestTooLarge => "request_too_large",
             ErrorCode::SequenceGap => "sequence_gap",
+            ErrorCode::StaleGeneration => "stale_generation",
             ErrorCode::StorageUnavailable => "storage_unavailable",
             ErrorCode::Timeout => "timeout",
             ErrorCode::TopicAlreadyExists => "topic_already_exists",
             ErrorCode::TopicNotFound => "topic_not_found",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::UnknownMember => "unknown_member",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
         }
     }

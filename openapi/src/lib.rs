@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod groups;
 pub mod health;
 pub mod offsets;
 pub mod producers;
@@ -20,6 +21,13 @@ pub mod records;
 pub mod topics;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use groups::{
+    AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset,
+    EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
+    HeartbeatRequest, JoinGroupRequest, MemberAssignment, MemberFetchQuery, MemberFetchResponse,
+    MemberInfo, MemberRecord, OffsetCommit, PartitionLag, PartitionPosition, ResetOffsetsRequest,
+    ResetTarget, TopicPartitionRef,
+};
 pub use health::{Health, Readiness};
 pub use offsets::{OffsetsQuery, OffsetsResponse, PartitionOffsets, TimestampOffset};
 pub use producers::{InitProducerRequest, ProducerIdentity};

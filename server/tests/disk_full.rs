@@ -22,7 +22,10 @@ impl TmpfsMount {
             .arg(dir.path())
             .status()
             .expect("running mount(8)");
-        assert!(status.success(), "mounting a tmpfs needs root (CI runs as root)");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
         TmpfsMount(dir)
     }
 
@@ -49,7 +52,10 @@ fn batch(value_len: usize) -> RecordBatch {
 
 #[test]
 fn a_full_disk_fails_appends_cleanly_and_they_resume_when_space_returns() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     for choice in [IoBackendChoice::Sync, IoBackendChoice::Uring] {
         runtime.block_on(async {
             let mount = TmpfsMount::new("1m");
@@ -58,8 +64,9 @@ fn a_full_disk_fails_appends_cleanly_and_they_resume_when_space_returns() {
             std::fs::write(&filler, vec![0u8; 700 * 1024]).unwrap();
             let (io, _) = Io::start(choice, mount.path()).unwrap();
             let dir = mount.path().join("p");
-            let partition =
-                Partition::open(&dir, LogConfig::default(), io, ManualClock::new(0)).await.unwrap();
+            let partition = Partition::open(&dir, LogConfig::default(), io, ManualClock::new(0))
+                .await
+                .unwrap();
             let mut acked = 0u64;
             let error = loop {
                 match partition.append(vec![batch(16 * 1024)], Acks::All).await {
@@ -79,7 +86,11 @@ fn a_full_disk_fails_appends_cleanly_and_they_resume_when_space_returns() {
             }
             assert!(acked > 0);
             assert_eq!(partition.offsets().high_watermark, acked);
-            assert_eq!(partition.offsets().log_end_offset, acked, "the failed batch took no offset");
+            assert_eq!(
+                partition.offsets().log_end_offset,
+                acked,
+                "the failed batch took no offset"
+            );
             let size: u64 = partition.segments().iter().map(|s| s.durable_size).sum();
             let on_disk: u64 = std::fs::read_dir(&dir)
                 .unwrap()
@@ -89,8 +100,14 @@ fn a_full_disk_fails_appends_cleanly_and_they_resume_when_space_returns() {
                 .sum();
             assert_eq!(on_disk, size, "the partial write was cut off the file");
             std::fs::remove_file(&filler).unwrap();
-            let acks = partition.append(vec![batch(16 * 1024)], Acks::All).await.unwrap();
-            assert_eq!(acks[0].base_offset, acked, "appends resume at the next offset");
+            let acks = partition
+                .append(vec![batch(16 * 1024)], Acks::All)
+                .await
+                .unwrap();
+            assert_eq!(
+                acks[0].base_offset, acked,
+                "appends resume at the next offset"
+            );
             let mut offset = 0;
             while offset < acked + 1 {
                 let slice = partition.read(offset, 1 << 20).await.unwrap();

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use axum::body::Body;
 use axum::http::{Method, Request};
@@ -13,10 +12,9 @@ use serde_json::Value;
 use strata_server::clock::SystemClock;
 use strata_server::config::Config;
 use strata_server::http::openapi::spec_json;
-use strata_server::http::{AppState, router};
-use strata_server::io::{Io, IoBackendChoice};
-use strata_server::producers::ProducerRegistry;
-use strata_server::topics::catalog::Catalog;
+use strata_server::http::router;
+use strata_server::io::IoBackendChoice;
+use strata_server::server::build_state;
 use tower::ServiceExt;
 
 const UPDATE: &str = "cargo run -p strata-server --bin strata -- openapi > openapi/openapi.json";
@@ -119,27 +117,22 @@ fn router_paths_and_spec_paths_are_the_same() {
 fn concrete(path: &str) -> String {
     path.replace("{topic}", "no-such-topic")
         .replace("{partition}", "0")
+        .replace("{group}", "no-such-group")
+        .replace("{member}", "no-such-member")
 }
 
 #[tokio::test]
 async fn every_documented_method_is_routed_and_no_other() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).expect("io");
-    let clock = Arc::new(SystemClock);
-    let catalog = Catalog::open(dir.path(), io.clone(), clock.clone(), 16)
-        .await
-        .expect("catalog");
-    let producers = ProducerRegistry::open(dir.path(), io).expect("producers");
-    let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let state = AppState {
-        catalog: Arc::new(catalog),
-        producers: Arc::new(producers),
-        config: Arc::new(Config::default()),
-        clock,
-        io_backend: "sync".to_string(),
-        shutdown,
-        ready: Arc::new(AtomicBool::new(true)),
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        io_backend: IoBackendChoice::Sync,
+        ..Config::default()
     };
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let state = build_state(config, Arc::new(SystemClock), shutdown)
+        .await
+        .expect("state");
     let app = router(state);
     let documented = operations(&spec());
     let paths: BTreeSet<&String> = documented.iter().map(|(p, _)| p).collect();

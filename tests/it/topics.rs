@@ -4,11 +4,19 @@
 use serde_json::{Value, json};
 use strata_tests::{Api, Server, expect_error, ok_json};
 
+/// Names of the user topics in a topic list (the server's internal `__consumer_offsets` is
+/// always there, flagged `internal`).
 fn topic_names(list: &Value) -> Vec<String> {
-    list["topics"]
-        .as_array()
-        .unwrap()
+    let topics = list["topics"].as_array().unwrap();
+    let internal: Vec<&str> = topics
         .iter()
+        .filter(|t| t["internal"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(internal, vec!["__consumer_offsets"], "internal topics");
+    topics
+        .iter()
+        .filter(|t| t["internal"] == false)
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect()
 }
@@ -25,8 +33,8 @@ async fn topic_lifecycle_create_list_describe_update_grow_delete_behaves() {
 
     let list = api.get_json("/v1/topics").await;
     assert_eq!(topic_names(&list), vec!["orders"]);
-    assert_eq!(list["topics"][0]["partitions"], 2);
-    assert_eq!(list["topics"][0]["internal"], false);
+    assert_eq!(list["topics"][1]["partitions"], 2);
+    assert_eq!(list["topics"][1]["internal"], false);
 
     api.produce(
         "orders",

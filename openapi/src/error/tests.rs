@@ -15,6 +15,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     (ErrorCode::Busy, "busy", 503, true),
     (ErrorCode::Conflict, "conflict", 409, false),
     (ErrorCode::Corrupt, "corrupt", 500, false),
+    (ErrorCode::GroupNotFound, "group_not_found", 404, false),
     (ErrorCode::Internal, "internal", 500, false),
     (ErrorCode::Invalid, "invalid", 422, false),
     (ErrorCode::InvalidConfig, "invalid_config", 422, false),
@@ -32,6 +33,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         405,
         false,
     ),
+    (ErrorCode::NoValidOffset, "no_valid_offset", 409, false),
     (ErrorCode::NotAcceptable, "not_acceptable", 406, false),
     (ErrorCode::NotFound, "not_found", 404, false),
     (ErrorCode::OffsetMismatch, "offset_mismatch", 412, false),
@@ -39,6 +41,12 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         ErrorCode::OffsetOutOfRange,
         "offset_out_of_range",
         416,
+        false,
+    ),
+    (
+        ErrorCode::PartitionNotAssigned,
+        "partition_not_assigned",
+        409,
         false,
     ),
     (
@@ -51,6 +59,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     (ErrorCode::RecordTooLarge, "record_too_large", 413, false),
     (ErrorCode::RequestTooLarge, "request_too_large", 413, false),
     (ErrorCode::SequenceGap, "sequence_gap", 409, false),
+    (ErrorCode::StaleGeneration, "stale_generation", 409, false),
     (
         ErrorCode::StorageUnavailable,
         "storage_unavailable",
@@ -66,6 +75,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     ),
     (ErrorCode::TopicNotFound, "topic_not_found", 404, false),
     (ErrorCode::Unavailable, "unavailable", 503, true),
+    (ErrorCode::UnknownMember, "unknown_member", 409, false),
     (
         ErrorCode::UnsupportedMediaType,
         "unsupported_media_type",

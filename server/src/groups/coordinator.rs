@@ -361,11 +361,10 @@ impl Coordinator {
         let mut groups = self.groups.lock();
         let group = member_group(&mut groups, group_id, member_id)?;
         if generation > group.generation {
-            return Err(GroupError::StaleGeneration {
-                group: group_id.into(),
-                got: generation,
-                current: group.generation,
-            });
+            return Err(GroupError::Invalid(format!(
+                "generation {generation} is newer than the group's generation {}",
+                group.generation
+            )));
         }
         let current = group.generation;
         if let Some(member) = group.members.get_mut(member_id) {

@@ -146,12 +146,12 @@ pub async fn fetch(
 }
 
 #[derive(Debug, Clone, Copy)]
-struct FetchRequest {
-    partition: u32,
-    offset: u64,
-    max_bytes: u64,
-    max_records: u32,
-    format: ValueFormat,
+pub(crate) struct FetchRequest {
+    pub(crate) partition: u32,
+    pub(crate) offset: u64,
+    pub(crate) max_bytes: u64,
+    pub(crate) max_records: u32,
+    pub(crate) format: ValueFormat,
 }
 
 fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
@@ -206,7 +206,10 @@ async fn wait_for_data(state: &AppState, log: &Partition, offset: u64, wait: Dur
 }
 
 /// Decodes records from `request.offset` on, within the byte and record budgets.
-async fn read_records(log: &Partition, request: &FetchRequest) -> Result<FetchResponse, ApiError> {
+pub(crate) async fn read_records(
+    log: &Partition,
+    request: &FetchRequest,
+) -> Result<FetchResponse, ApiError> {
     let mut records: Vec<FetchedRecord> = Vec::new();
     let mut next = request.offset;
     let mut bytes_left = request.max_bytes;

@@ -9,6 +9,7 @@ pub mod codec;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+pub mod groups;
 pub mod health;
 pub mod offsets;
 pub mod openapi;
@@ -23,13 +24,15 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{delete, get, patch, post};
 use strata_openapi::ErrorCode;
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::groups::coordinator::Coordinator;
+use crate::groups::offsets::OffsetStore;
 use crate::log::Partition;
 use crate::producers::ProducerRegistry;
 use crate::topics::catalog::{Catalog, Topic};
@@ -42,6 +45,10 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// Idempotent-producer ids.
     pub producers: Arc<ProducerRegistry>,
+    /// Consumer-group membership.
+    pub coordinator: Arc<Coordinator>,
+    /// Committed offsets of consumer groups.
+    pub offsets: Arc<OffsetStore>,
     /// Server settings.
     pub config: Arc<Config>,
     /// Time source.
@@ -114,6 +121,29 @@ pub fn router(state: AppState) -> Router {
             get(offsets::offsets),
         )
         .route("/v1/producers", post(producers::init_producer))
+        .route("/v1/groups", get(groups::list_groups))
+        .route("/v1/groups/{group}", get(groups::describe_group))
+        .route("/v1/groups/{group}/members", post(groups::join))
+        .route("/v1/groups/{group}/members/{member}", delete(groups::leave))
+        .route(
+            "/v1/groups/{group}/members/{member}/heartbeat",
+            post(groups::heartbeat),
+        )
+        .route(
+            "/v1/groups/{group}/members/{member}/records",
+            get(groups::member_fetch),
+        )
+        .route(
+            "/v1/groups/{group}/offsets",
+            get(groups::get_offsets)
+                .post(groups::commit)
+                .delete(groups::delete_offsets),
+        )
+        .route(
+            "/v1/groups/{group}/offsets/reset",
+            post(groups::reset_offsets),
+        )
+        .route("/v1/groups/{group}/lag", get(groups::lag))
         .merge(openapi::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -32,6 +32,17 @@ use super::AppState;
         super::fetch::fetch,
         super::offsets::offsets,
         super::producers::init_producer,
+        super::groups::list_groups,
+        super::groups::describe_group,
+        super::groups::join,
+        super::groups::heartbeat,
+        super::groups::leave,
+        super::groups::member_fetch,
+        super::groups::commit,
+        super::groups::get_offsets,
+        super::groups::delete_offsets,
+        super::groups::reset_offsets,
+        super::groups::lag,
     ),
     components(schemas(
         strata_openapi::ConfigValue,
@@ -44,6 +55,7 @@ use super::AppState;
     tags(
         (name = "topics", description = "Create, inspect, change and delete topics"),
         (name = "records", description = "Produce and fetch records, look up offsets"),
+        (name = "groups", description = "Consumer groups: membership, reading as a member, committed offsets, lag"),
         (name = "producers", description = "Identities for idempotent produce"),
         (name = "health", description = "Liveness and readiness"),
     )

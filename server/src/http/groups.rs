@@ -1,0 +1,828 @@
+//! Consumer groups over stateless HTTP: join/heartbeat/leave, reading as a member (JSON or SSE),
+//! committing, resetting and deleting offsets, lag, and group descriptions.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::ACCEPT;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use strata_openapi::{
+    AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset, ErrorBody,
+    ErrorCode, EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
+    HeartbeatRequest, JoinGroupRequest, MemberAssignment, MemberFetchQuery, MemberFetchResponse,
+    MemberInfo, MemberRecord, PartitionLag, PartitionPosition, ResetOffsetsRequest, ResetTarget,
+    TopicPartitionRef,
+};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::fetch::{FetchRequest, read_records};
+use crate::groups::assignment::{AssignmentStrategy, TopicPartition};
+use crate::groups::coordinator::{AutoOffsetReset, GroupError, JoinRequest, MemberView, PollGrant};
+use crate::groups::offsets::{Commit, OffsetStoreError};
+use crate::log::{LogOffsets, Partition, RecordBatch};
+
+impl From<GroupError> for ApiError {
+    fn from(error: GroupError) -> Self {
+        let code = match &error {
+            GroupError::UnknownMember { .. } => ErrorCode::UnknownMember,
+            GroupError::StaleGeneration { .. } => ErrorCode::StaleGeneration,
+            GroupError::NotAssigned { .. } => ErrorCode::PartitionNotAssigned,
+            GroupError::GroupHasMembers(_) | GroupError::InconsistentStrategy { .. } => {
+                ErrorCode::Conflict
+            }
+            GroupError::Invalid(_) => ErrorCode::Invalid,
+        };
+        ApiError::new(code, error.to_string())
+    }
+}
+
+impl From<OffsetStoreError> for ApiError {
+    fn from(error: OffsetStoreError) -> Self {
+        match error {
+            OffsetStoreError::Append(error) => error.into(),
+            OffsetStoreError::Read(error) => error.into(),
+            error @ OffsetStoreError::Corrupt { .. } => {
+                ApiError::internal(ErrorCode::Corrupt, &error)
+            }
+        }
+    }
+}
+
+fn validate_group_id(group: &str) -> Result<(), ApiError> {
+    let valid = !group.is_empty()
+        && group.len() <= 255
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Invalid,
+            "group ids are 1-255 characters of [A-Za-z0-9._-]",
+        ))
+    }
+}
+
+/// Partition counts of `topics`; 404 for a topic that does not exist.
+fn counts(state: &AppState, topics: &BTreeSet<String>) -> Result<BTreeMap<String, u32>, ApiError> {
+    topics
+        .iter()
+        .map(|t| Ok((t.clone(), state.topic(t)?.partition_count())))
+        .collect()
+}
+
+/// Partition counts of the topics that still exist (a deleted topic just stops being assigned).
+pub fn existing_counts(state: &AppState, topics: &BTreeSet<String>) -> BTreeMap<String, u32> {
+    topics
+        .iter()
+        .filter_map(|t| {
+            state
+                .catalog
+                .get(t)
+                .map(|topic| (t.clone(), topic.partition_count()))
+        })
+        .collect()
+}
+
+fn refs(partitions: &[TopicPartition]) -> Vec<TopicPartitionRef> {
+    partitions
+        .iter()
+        .map(|(topic, partition)| TopicPartitionRef {
+            topic: topic.clone(),
+            partition: *partition,
+        })
+        .collect()
+}
+
+fn member_assignment(view: MemberView) -> MemberAssignment {
+    MemberAssignment {
+        member_id: view.member_id,
+        generation: view.generation,
+        assignment: refs(&view.assignment),
+        rebalancing: view.rebalancing,
+    }
+}
+
+/// Join a group (or rejoin with a static `instance_id`).
+///
+/// Starts a rebalance: the answer holds the new generation and the partitions this member owns
+/// right away (partitions still held by other members follow once they acknowledge, so
+/// heartbeat while `rebalancing` is true).
+#[utoipa::path(post, path = "/v1/groups/{group}/members", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = JoinGroupRequest,
+    responses(
+        (status = 200, description = "Joined", body = MemberAssignment),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "A topic does not exist", body = ErrorBody),
+        (status = 409, description = "Strategy differs from the group's", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Invalid timeouts, group id or topics", body = ErrorBody),
+    ))]
+pub async fn join(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<JoinGroupRequest>,
+) -> Result<Json<MemberAssignment>, ApiError> {
+    validate_group_id(&group)?;
+    let mut topics: BTreeSet<String> = request.topics.iter().cloned().collect();
+    let counts = counts(&state, &topics)?;
+    topics.extend(state.coordinator.topics(&group));
+    let counts = counts
+        .into_iter()
+        .chain(existing_counts(&state, &topics))
+        .collect();
+    let join = JoinRequest {
+        topics: request.topics,
+        session_timeout_ms: request.session_timeout_ms,
+        max_poll_interval_ms: request.max_poll_interval_ms,
+        strategy: request.assignment_strategy.map(|s| match s {
+            AssignmentStrategyName::Range => AssignmentStrategy::Range,
+            AssignmentStrategyName::RoundRobin => AssignmentStrategy::RoundRobin,
+            AssignmentStrategyName::Sticky => AssignmentStrategy::Sticky,
+        }),
+        auto_offset_reset: match request.auto_offset_reset.unwrap_or_default() {
+            AutoOffsetResetName::Earliest => AutoOffsetReset::Earliest,
+            AutoOffsetResetName::Latest => AutoOffsetReset::Latest,
+            AutoOffsetResetName::None => AutoOffsetReset::None,
+        },
+        instance_id: request.instance_id,
+    };
+    Ok(Json(member_assignment(
+        state.coordinator.join(&group, &join, &counts)?,
+    )))
+}
+
+/// Heartbeat: stay in the group and learn the current generation and assignment.
+///
+/// Sending the current generation acknowledges it, which releases partitions this member no
+/// longer owns to their new owners.
+#[utoipa::path(post, path = "/v1/groups/{group}/members/{member}/heartbeat", tag = "groups",
+    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id")),
+    request_body = HeartbeatRequest,
+    responses(
+        (status = 200, description = "Current generation and assignment", body = MemberAssignment),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 409, description = "Unknown member (`unknown_member`): join again", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "A generation the group never had", body = ErrorBody),
+    ))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+    ApiJson(request): ApiJson<HeartbeatRequest>,
+) -> Result<Json<MemberAssignment>, ApiError> {
+    Ok(Json(member_assignment(state.coordinator.heartbeat(
+        &group,
+        &member,
+        request.generation,
+    )?)))
+}
+
+/// Leave the group now (its partitions move without waiting for the session timeout).
+#[utoipa::path(delete, path = "/v1/groups/{group}/members/{member}", tag = "groups",
+    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id")),
+    responses(
+        (status = 204, description = "Left"),
+        (status = 409, description = "Unknown member", body = ErrorBody),
+    ))]
+pub async fn leave(
+    State(state): State<AppState>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let topics = state.coordinator.topics(&group);
+    state
+        .coordinator
+        .leave(&group, &member, &existing_counts(&state, &topics))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Read records from the member's partitions.
+///
+/// Each partition starts at the member's position: after the previous fetch, or initially the
+/// committed offset, or `auto_offset_reset` when there is none (or retention deleted it). Nothing
+/// is committed implicitly; `commit=true` commits what the previous fetch returned before
+/// reading (at-least-once). With `Accept: text/event-stream` the records stream as SSE `records`
+/// events until a rebalance takes partitions away, which ends the stream with a `rebalance`
+/// event.
+#[utoipa::path(get, path = "/v1/groups/{group}/members/{member}/records", tag = "groups",
+    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id"), MemberFetchQuery),
+    responses(
+        (status = 200, description = "Records and positions", content(
+            (MemberFetchResponse = "application/json"),
+            (String = "text/event-stream"))),
+        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 409, description = "Unknown member, stale generation, or no valid offset with auto_offset_reset=none", body = ErrorBody),
+    ))]
+pub async fn member_fetch(
+    State(state): State<AppState>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<MemberFetchQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let sse = headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"));
+    // Check membership and generation before answering, also for SSE.
+    let grant = state.coordinator.poll(&group, &member, query.generation)?;
+    if query.commit {
+        commit_positions(&state, &group, &member).await?;
+    }
+    if sse {
+        return Ok(member_stream(state, group, member, query).into_response());
+    }
+    let wait = Duration::from_millis(
+        query
+            .max_wait_ms
+            .unwrap_or(0)
+            .min(state.config.fetch_max_wait_ms),
+    );
+    let response = read_for_member(&state, &group, &member, &query, grant, wait).await?;
+    Ok(Json(response).into_response())
+}
+
+async fn commit_positions(state: &AppState, group: &str, member: &str) -> Result<(), ApiError> {
+    let positions = state.coordinator.positions(group, member);
+    if positions.is_empty() {
+        return Ok(());
+    }
+    let commits: Vec<Commit> = positions
+        .iter()
+        .map(|((topic, partition), offset)| Commit {
+            topic: topic.clone(),
+            partition: *partition,
+            offset: *offset,
+            metadata: String::new(),
+        })
+        .collect();
+    state
+        .offsets
+        .commit(group, &commits, state.clock.now_ms())
+        .await?;
+    Ok(())
+}
+
+/// Where a member starts in one partition.
+fn start_offset(
+    state: &AppState,
+    group: &str,
+    (topic, partition): &TopicPartition,
+    log: &Partition,
+    position: Option<u64>,
+    reset: AutoOffsetReset,
+) -> Result<u64, ApiError> {
+    let offsets = log.offsets();
+    let in_range =
+        |offset: u64| offset >= offsets.log_start_offset && offset <= offsets.high_watermark;
+    if let Some(position) = position.filter(|p| in_range(*p)) {
+        return Ok(position);
+    }
+    let committed = state
+        .offsets
+        .get(group, topic, *partition)
+        .map(|c| c.offset);
+    if let Some(offset) = committed.filter(|o| in_range(*o)) {
+        return Ok(offset);
+    }
+    match reset {
+        AutoOffsetReset::Earliest => Ok(offsets.log_start_offset),
+        AutoOffsetReset::Latest => Ok(offsets.high_watermark),
+        AutoOffsetReset::None => Err(ApiError::new(
+            ErrorCode::NoValidOffset,
+            match committed {
+                Some(offset) => format!(
+                    "{topic}/{partition}: committed offset {offset} is outside [{}, {}] and auto_offset_reset is none",
+                    offsets.log_start_offset, offsets.high_watermark
+                ),
+                None => format!(
+                    "{topic}/{partition}: no committed offset and auto_offset_reset is none"
+                ),
+            },
+        )),
+    }
+}
+
+async fn read_for_member(
+    state: &AppState,
+    group: &str,
+    member: &str,
+    query: &MemberFetchQuery,
+    grant: PollGrant,
+    wait: Duration,
+) -> Result<MemberFetchResponse, ApiError> {
+    let mut plans = Vec::new();
+    for (tp, position) in &grant.positions {
+        let Some(log) = state.catalog.get(&tp.0).and_then(|t| t.partition(tp.1)) else {
+            continue;
+        };
+        let start = start_offset(state, group, tp, &log, *position, grant.auto_offset_reset)?;
+        plans.push((tp.clone(), log, start));
+    }
+    if !wait.is_zero()
+        && plans
+            .iter()
+            .all(|(_, log, start)| log.offsets().high_watermark <= *start)
+    {
+        wait_any(state, &plans, wait).await;
+    }
+    let max_bytes = query
+        .max_bytes
+        .unwrap_or(state.config.fetch_default_max_bytes)
+        .clamp(1, state.config.fetch_max_bytes);
+    let per_partition = (max_bytes / plans.len().max(1) as u64).max(1);
+    let mut records_left = query
+        .max_records
+        .unwrap_or(crate::limits::FETCH_DEFAULT_MAX_RECORDS)
+        .max(1);
+    let mut records = Vec::new();
+    let mut positions = BTreeMap::new();
+    for (tp, log, start) in &plans {
+        let mut next = *start;
+        if records_left > 0 && *start < log.offsets().high_watermark {
+            let request = FetchRequest {
+                partition: tp.1,
+                offset: *start,
+                max_bytes: per_partition,
+                max_records: records_left,
+                format: query.value_format,
+            };
+            let response = read_records(log, &request).await?;
+            records_left = records_left
+                .saturating_sub(u32::try_from(response.records.len()).unwrap_or(u32::MAX));
+            next = response.next_offset;
+            records.extend(response.records.into_iter().map(|record| MemberRecord {
+                topic: tp.0.clone(),
+                record,
+            }));
+        }
+        positions.insert(tp.clone(), next);
+    }
+    state.coordinator.advance(group, member, &positions);
+    Ok(MemberFetchResponse {
+        records,
+        positions: positions
+            .into_iter()
+            .map(|((topic, partition), next_offset)| PartitionPosition {
+                topic,
+                partition,
+                next_offset,
+            })
+            .collect(),
+        generation: query.generation,
+    })
+}
+
+/// Waits until any of the partitions has records past its start, `wait` passes, or shutdown.
+async fn wait_any(
+    state: &AppState,
+    plans: &[(TopicPartition, Arc<Partition>, u64)],
+    wait: Duration,
+) {
+    if plans.is_empty() {
+        return;
+    }
+    let waits = plans.iter().map(|(_, log, start)| {
+        let mut offsets = log.subscribe();
+        let start = *start;
+        Box::pin(async move {
+            let _ = offsets
+                .wait_for(|o: &LogOffsets| o.high_watermark > start)
+                .await;
+        })
+    });
+    let mut shutdown = state.shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::timeout(wait, futures::future::select_all(waits)) => {}
+        _ = shutdown.wait_for(|stopping| *stopping) => {}
+    }
+}
+
+/// SSE: polls in a loop (each poll keeps the member alive) and ends with a `rebalance` event when
+/// the generation moves on.
+fn member_stream(
+    state: AppState,
+    group: String,
+    member: String,
+    query: MemberFetchQuery,
+) -> impl IntoResponse {
+    let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
+    let stream = async_stream::stream! {
+        loop {
+            if *state.shutdown.borrow() {
+                break;
+            }
+            let grant = match state.coordinator.poll(&group, &member, query.generation) {
+                Ok(grant) => grant,
+                Err(error) => {
+                    let body = ErrorBody::new(ApiError::from(error.clone()).code(), error.to_string());
+                    if let Ok(event) = Event::default().event("rebalance").json_data(&body) {
+                        yield Ok::<_, Infallible>(event);
+                    }
+                    break;
+                }
+            };
+            match read_for_member(&state, &group, &member, &query, grant, Duration::from_millis(1000)).await {
+                Ok(response) if response.records.is_empty() => continue,
+                Ok(response) => {
+                    if let Ok(event) = Event::default().event("records").json_data(&response) {
+                        yield Ok(event);
+                    }
+                }
+                Err(error) => {
+                    let body = ErrorBody::new(error.code(), "the stream cannot continue");
+                    if let Ok(event) = Event::default().event("error").json_data(&body) {
+                        yield Ok(event);
+                    }
+                    break;
+                }
+            }
+        }
+    };
+    Sse::new(stream).keep_alive(
+        KeepAlive::new()
+            .interval(ping)
+            .event(Event::default().event("ping")),
+    )
+}
+
+/// Commit offsets (the next offsets to read) for many partitions at once.
+///
+/// While the group has members, a commit must come from a current member (`member_id` and
+/// `generation`) that owns every partition in it; a zombie's commit gets 409 and changes nothing.
+/// Acknowledged after the commit is durable.
+#[utoipa::path(post, path = "/v1/groups/{group}/offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = CommitOffsetsRequest,
+    responses(
+        (status = 200, description = "Committed; the group's offsets", body = GroupOffsets),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "Unknown topic or partition", body = ErrorBody),
+        (status = 409, description = "Fenced: unknown member, stale generation, or partition not owned", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Invalid request", body = ErrorBody),
+    ))]
+pub async fn commit(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<CommitOffsetsRequest>,
+) -> Result<Json<GroupOffsets>, ApiError> {
+    validate_group_id(&group)?;
+    if request.offsets.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            "offsets must not be empty",
+        ));
+    }
+    let member = match (&request.member_id, request.generation) {
+        (Some(member), Some(generation)) => Some((member.as_str(), generation)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                "member_id and generation go together",
+            ));
+        }
+    };
+    for offset in &request.offsets {
+        state.partition(&offset.topic, offset.partition)?;
+    }
+    let partitions: Vec<TopicPartition> = request
+        .offsets
+        .iter()
+        .map(|o| (o.topic.clone(), o.partition))
+        .collect();
+    state
+        .coordinator
+        .check_commit(&group, member, &partitions)?;
+    let commits: Vec<Commit> = request
+        .offsets
+        .iter()
+        .map(|o| Commit {
+            topic: o.topic.clone(),
+            partition: o.partition,
+            offset: o.offset,
+            metadata: o.metadata.clone().unwrap_or_default(),
+        })
+        .collect();
+    state
+        .offsets
+        .commit(&group, &commits, state.clock.now_ms())
+        .await?;
+    Ok(Json(group_offsets(&state, &group)))
+}
+
+fn group_offsets(state: &AppState, group: &str) -> GroupOffsets {
+    let offsets = state
+        .offsets
+        .committed(group)
+        .into_iter()
+        .map(|((topic, partition), committed)| CommittedOffset {
+            topic,
+            partition,
+            offset: committed.offset,
+            metadata: committed.metadata,
+            commit_time_ms: committed.commit_time_ms,
+        })
+        .collect();
+    GroupOffsets {
+        group: group.to_string(),
+        offsets,
+    }
+}
+
+fn known(state: &AppState, group: &str) -> Result<(), ApiError> {
+    if state.offsets.committed(group).is_empty() && state.coordinator.describe(group).is_none() {
+        return Err(ApiError::new(
+            ErrorCode::GroupNotFound,
+            format!("group {group} not found"),
+        ));
+    }
+    Ok(())
+}
+
+/// A group's committed offsets.
+#[utoipa::path(get, path = "/v1/groups/{group}/offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 200, description = "Committed offsets", body = GroupOffsets),
+        (status = 404, description = "No such group", body = ErrorBody),
+    ))]
+pub async fn get_offsets(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<GroupOffsets>, ApiError> {
+    known(&state, &group)?;
+    Ok(Json(group_offsets(&state, &group)))
+}
+
+/// Delete every committed offset of a group that has no live members.
+#[utoipa::path(delete, path = "/v1/groups/{group}/offsets", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such group", body = ErrorBody),
+        (status = 409, description = "The group has live members", body = ErrorBody),
+    ))]
+pub async fn delete_offsets(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    known(&state, &group)?;
+    if state.coordinator.member_count(&group) > 0 {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("group {group} has live members"),
+        ));
+    }
+    state
+        .offsets
+        .delete_group(&group, state.clock.now_ms())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Move a group's committed offsets: to the earliest or latest offset, a timestamp, an exact
+/// offset, or shifted by N. Only while the group has no live members, unless `force`.
+#[utoipa::path(post, path = "/v1/groups/{group}/offsets/reset", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    request_body = ResetOffsetsRequest,
+    responses(
+        (status = 200, description = "The group's offsets after the reset", body = GroupOffsets),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 404, description = "No such topic or partition", body = ErrorBody),
+        (status = 409, description = "The group has live members (use force)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 416, description = "An explicit offset outside the log", body = ErrorBody),
+        (status = 422, description = "Missing value", body = ErrorBody),
+    ))]
+pub async fn reset_offsets(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<ResetOffsetsRequest>,
+) -> Result<Json<GroupOffsets>, ApiError> {
+    validate_group_id(&group)?;
+    if !request.force && state.coordinator.member_count(&group) > 0 {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("group {group} has live members; pass force to reset anyway"),
+        ));
+    }
+    let topic = state.topic(&request.topic)?;
+    let partitions = match &request.partitions {
+        Some(list) => list.clone(),
+        None => (0..topic.partition_count()).collect(),
+    };
+    let mut commits = Vec::new();
+    for partition in partitions {
+        let log = state.partition(&request.topic, partition)?;
+        let offsets = log.offsets();
+        let value = || {
+            request
+                .value
+                .ok_or_else(|| ApiError::new(ErrorCode::Invalid, "this reset target needs a value"))
+        };
+        let clamp = |o: i128| {
+            o.clamp(
+                i128::from(offsets.log_start_offset),
+                i128::from(offsets.high_watermark),
+            ) as u64
+        };
+        let offset = match request.to {
+            ResetTarget::Earliest => offsets.log_start_offset,
+            ResetTarget::Latest => offsets.high_watermark,
+            ResetTarget::Timestamp => log
+                .offset_for_timestamp(value()?)?
+                .unwrap_or(offsets.high_watermark),
+            ResetTarget::Offset => {
+                let wanted = u64::try_from(value()?)
+                    .map_err(|_| ApiError::new(ErrorCode::Invalid, "offset must be >= 0"))?;
+                if wanted < offsets.log_start_offset || wanted > offsets.high_watermark {
+                    return Err(ApiError::out_of_range(
+                        wanted,
+                        offsets.log_start_offset,
+                        offsets.high_watermark,
+                    ));
+                }
+                wanted
+            }
+            ResetTarget::Shift => {
+                let committed = state
+                    .offsets
+                    .get(&group, &request.topic, partition)
+                    .map_or(offsets.log_start_offset, |c| c.offset);
+                clamp(i128::from(committed) + i128::from(value()?))
+            }
+        };
+        commits.push(Commit {
+            topic: request.topic.clone(),
+            partition,
+            offset,
+            metadata: String::new(),
+        });
+    }
+    state
+        .offsets
+        .commit(&group, &commits, state.clock.now_ms())
+        .await?;
+    Ok(Json(group_offsets(&state, &group)))
+}
+
+/// Lag per committed partition, in records and in time, with a summary.
+#[utoipa::path(get, path = "/v1/groups/{group}/lag", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 200, description = "Lag", body = GroupLag),
+        (status = 404, description = "No such group", body = ErrorBody),
+    ))]
+pub async fn lag(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<GroupLag>, ApiError> {
+    known(&state, &group)?;
+    let now = state.clock.now_ms();
+    let mut partitions = Vec::new();
+    for ((topic, partition), committed) in state.offsets.committed(&group) {
+        let Some(log) = state
+            .catalog
+            .get(&topic)
+            .and_then(|t| t.partition(partition))
+        else {
+            continue;
+        };
+        let high_watermark = log.offsets().high_watermark;
+        let lag_records = high_watermark.saturating_sub(committed.offset);
+        let lag_ms = if lag_records == 0 {
+            0
+        } else {
+            record_age(&log, committed.offset, now).await
+        };
+        partitions.push(PartitionLag {
+            topic,
+            partition,
+            committed_offset: committed.offset,
+            high_watermark,
+            lag_records,
+            lag_ms,
+        });
+    }
+    Ok(Json(GroupLag {
+        group,
+        total_lag_records: partitions.iter().map(|p| p.lag_records).sum(),
+        max_lag_records: partitions.iter().map(|p| p.lag_records).max().unwrap_or(0),
+        max_lag_ms: partitions.iter().map(|p| p.lag_ms).max().unwrap_or(0),
+        partitions,
+    }))
+}
+
+/// Age of the first record at or after `offset` (from the log start when retention removed it).
+async fn record_age(log: &Partition, offset: u64, now: i64) -> i64 {
+    let start = offset.max(log.offsets().log_start_offset);
+    let Ok(slice) = log.read(start, 1).await else {
+        return 0;
+    };
+    let Ok(batch) = RecordBatch::decode_first(&slice.data) else {
+        return 0;
+    };
+    batch
+        .records()
+        .flatten()
+        .find(|r| u64::try_from(r.offset).unwrap_or(0) >= start)
+        .map_or(0, |r| now.saturating_sub(r.timestamp).max(0))
+}
+
+/// All groups (with members or committed offsets).
+#[utoipa::path(get, path = "/v1/groups", tag = "groups",
+    responses((status = 200, description = "Groups", body = GroupList)))]
+pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
+    let mut names: BTreeSet<String> = state.offsets.groups().into_iter().collect();
+    names.extend(state.coordinator.groups());
+    let groups = names
+        .into_iter()
+        .map(|group| {
+            let description = state.coordinator.describe(&group);
+            GroupSummary {
+                state: description
+                    .as_ref()
+                    .map_or("empty", |d| d.state)
+                    .to_string(),
+                members: description
+                    .map_or(0, |d| u32::try_from(d.members.len()).unwrap_or(u32::MAX)),
+                group,
+            }
+        })
+        .collect();
+    Json(GroupList { groups })
+}
+
+/// Describe a group: state, generation, members with their assignments, recent evictions.
+#[utoipa::path(get, path = "/v1/groups/{group}", tag = "groups",
+    params(("group" = String, Path, description = "Group id")),
+    responses(
+        (status = 200, description = "The group", body = GroupDescription),
+        (status = 404, description = "No such group", body = ErrorBody),
+    ))]
+pub async fn describe_group(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+) -> Result<Json<GroupDescription>, ApiError> {
+    known(&state, &group)?;
+    let Some(description) = state.coordinator.describe(&group) else {
+        return Ok(Json(GroupDescription {
+            group,
+            state: "empty".into(),
+            generation: 0,
+            assignment_strategy: AssignmentStrategyName::Range,
+            members: Vec::new(),
+            evictions: Vec::new(),
+        }));
+    };
+    Ok(Json(GroupDescription {
+        group,
+        state: description.state.to_string(),
+        generation: description.generation,
+        assignment_strategy: match description.strategy {
+            AssignmentStrategy::Range => AssignmentStrategyName::Range,
+            AssignmentStrategy::RoundRobin => AssignmentStrategyName::RoundRobin,
+            AssignmentStrategy::Sticky => AssignmentStrategyName::Sticky,
+        },
+        members: description
+            .members
+            .into_iter()
+            .map(|m| MemberInfo {
+                member_id: m.member_id,
+                instance_id: m.instance_id,
+                topics: m.topics,
+                assignment: refs(&m.assignment),
+                target_assignment: refs(&m.target),
+                acknowledged_generation: m.acknowledged_generation,
+                session_timeout_ms: m.session_timeout_ms,
+                max_poll_interval_ms: m.max_poll_interval_ms,
+                last_heartbeat_ms: m.last_heartbeat_ms,
+                last_fetch_ms: m.last_poll_ms,
+            })
+            .collect(),
+        evictions: description
+            .evictions
+            .into_iter()
+            .map(|e| EvictionInfo {
+                member_id: e.member_id,
+                reason: e.reason,
+                at_ms: e.at_ms,
+            })
+            .collect(),
+    }))
+}
