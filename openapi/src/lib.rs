@@ -29,7 +29,10 @@ pub use groups::{
     ResetTarget, TopicPartitionRef,
 };
 pub use health::{Health, Readiness};
-pub use offsets::{OffsetsQuery, OffsetsResponse, PartitionOffsets, TimestampOffset};
+pub use offsets::{
+    DeleteRecordsRequest, DeleteRecordsResponse, OffsetsQuery, OffsetsResponse, PartitionOffsets,
+    TimestampOffset,
+};
 pub use producers::{InitProducerRequest, ProducerIdentity};
 pub use records::{
     Acks, FetchQuery, FetchResponse, FetchedRecord, ProduceQuery, ProduceRecord, ProduceRequest,

@@ -86,3 +86,19 @@ mod tests {
         );
     }
 }
+
+/// Delete every record below an offset (Kafka's DeleteRecords).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteRecordsRequest {
+    /// The new log start offset: records below it are deleted for good. At most the high
+    /// watermark.
+    pub offset: u64,
+}
+
+/// The partition's log start after a delete-records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeleteRecordsResponse {
+    /// The first offset still readable.
+    pub log_start_offset: u64,
+}

@@ -114,6 +114,11 @@ impl From<AppendError> for ApiError {
                 ApiError::new(ErrorCode::OffsetMismatch, error.to_string())
                     .with(|b| b.with_log_end_offset(actual))
             }
+            AppendError::OffsetOutOfRange {
+                requested,
+                earliest,
+                latest,
+            } => ApiError::out_of_range(*requested, *earliest, *latest),
             AppendError::Producer(producer) => match producer {
                 ProducerError::Fenced { .. } => {
                     ApiError::new(ErrorCode::ProducerFenced, error.to_string())

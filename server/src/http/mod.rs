@@ -120,6 +120,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/topics/{topic}/partitions/{partition}/offsets",
             get(offsets::offsets),
         )
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/delete-records",
+            post(offsets::delete_records),
+        )
         .route("/v1/producers", post(producers::init_producer))
         .route("/v1/groups", get(groups::list_groups))
         .route("/v1/groups/{group}", get(groups::describe_group))

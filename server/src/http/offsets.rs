@@ -3,11 +3,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use strata_openapi::{ErrorBody, OffsetsQuery, OffsetsResponse, PartitionOffsets, TimestampOffset};
+use strata_openapi::{
+    DeleteRecordsRequest, DeleteRecordsResponse, ErrorBody, OffsetsQuery, OffsetsResponse,
+    PartitionOffsets, TimestampOffset,
+};
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 
 /// Offsets of a partition.
 ///
@@ -42,4 +45,31 @@ pub async fn offsets(
         latest: offsets.high_watermark,
         log_end: offsets.log_end_offset,
     })))
+}
+
+/// Delete every record of a partition below an offset (Kafka's DeleteRecords), for example to
+/// erase history on request. The log start offset moves there durably; fetches below it get 416
+/// with the new earliest offset. Readers in the middle of a fetch finish it.
+#[utoipa::path(post, path = "/v1/topics/{topic}/partitions/{partition}/delete-records", tag = "records",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("partition" = u32, Path, description = "Partition number")),
+    request_body = DeleteRecordsRequest,
+    responses(
+        (status = 200, description = "The new log start offset", body = DeleteRecordsResponse),
+        (status = 400, description = "Bad path or JSON", body = ErrorBody),
+        (status = 404, description = "No such topic or partition", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 416, description = "Offset above the high watermark", body = ErrorBody),
+        (status = 422, description = "Invalid request", body = ErrorBody),
+        (status = 503, description = "Storage unavailable", body = ErrorBody),
+    ))]
+pub async fn delete_records(
+    State(state): State<AppState>,
+    ApiPath((topic, partition)): ApiPath<(String, u32)>,
+    ApiJson(request): ApiJson<DeleteRecordsRequest>,
+) -> Result<Json<DeleteRecordsResponse>, ApiError> {
+    let partition = state.partition(&topic, partition)?;
+    let log_start_offset = partition.delete_records(request.offset).await?;
+    Ok(Json(DeleteRecordsResponse { log_start_offset }))
 }

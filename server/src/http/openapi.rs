@@ -31,6 +31,7 @@ use super::AppState;
         super::produce::produce_to_partition,
         super::fetch::fetch,
         super::offsets::offsets,
+        super::offsets::delete_records,
         super::producers::init_producer,
         super::groups::list_groups,
         super::groups::describe_group,

@@ -94,6 +94,16 @@ pub enum AppendError {
         /// The actual log end offset.
         actual: u64,
     },
+    /// delete-records beyond the high watermark.
+    #[error("offset {requested} is outside [{earliest}, {latest}]")]
+    OffsetOutOfRange {
+        /// Requested offset.
+        requested: u64,
+        /// Log start offset.
+        earliest: u64,
+        /// High watermark.
+        latest: u64,
+    },
     /// An idempotent producer's batch was refused (fenced epoch or sequence gap).
     #[error(transparent)]
     Producer(#[from] ProducerError),
@@ -118,6 +128,15 @@ impl AppendError {
                 actual: *actual,
             },
             AppendError::Producer(error) => AppendError::Producer(error.clone()),
+            AppendError::OffsetOutOfRange {
+                requested,
+                earliest,
+                latest,
+            } => AppendError::OffsetOutOfRange {
+                requested: *requested,
+                earliest: *earliest,
+                latest: *latest,
+            },
         }
     }
 }
@@ -343,6 +362,22 @@ impl Partition {
         let (reply, response) = oneshot::channel();
         self.commands
             .send(Command::Roll { reply })
+            .await
+            .map_err(|_| AppendError::Closed)?;
+        response.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// Deletes every record below `before` (Kafka's DeleteRecords): the log start offset moves
+    /// to `before`, durably, and fetches below it get `OffsetOutOfRange`. Returns the new log
+    /// start offset.
+    ///
+    /// # Errors
+    /// [`AppendError::OffsetOutOfRange`] above the high watermark; I/O failures.
+    pub async fn delete_records(&self, before: u64) -> Result<u64, AppendError> {
+        let (reply, response) = oneshot::channel();
+        let command = Command::DeleteRecords { before, reply };
+        self.commands
+            .send(command)
             .await
             .map_err(|_| AppendError::Closed)?;
         response.await.map_err(|_| AppendError::Closed)?

@@ -806,3 +806,56 @@ async fn a_conditional_append_succeeds_only_at_the_expected_log_end() {
     );
     assert!(a.is_ok() != b.is_ok(), "one winner: {a:?} {b:?}");
 }
+
+#[tokio::test]
+async fn delete_records_moves_the_log_start_durably_and_removes_whole_segments_below_it() {
+    for choice in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let io = start_io(choice, dir.path());
+        let clock = ManualClock::new(0);
+        let partition = open(dir.path(), &io, small_config(), clock.clone()).await;
+        for i in 0..120u8 {
+            partition
+                .append(vec![batch_of(&[record(&[i; 100], 1)])], Acks::All)
+                .await
+                .unwrap();
+        }
+        let segments = partition.segments();
+        assert!(segments.len() > 3);
+        let held = partition.read(0, 1 << 20).await.unwrap();
+        let cut = segments[2].base_offset + 1;
+        assert_eq!(partition.delete_records(cut).await.unwrap(), cut);
+        assert_eq!(partition.offsets().log_start_offset, cut);
+        match partition.read(cut - 1, 100).await {
+            Err(ReadError::OffsetOutOfRange { earliest, .. }) => assert_eq!(earliest, cut),
+            other => panic!("expected out of range, got {other:?}"),
+        }
+        assert_eq!(
+            read_all(&partition, cut).await.first().map(|r| r.0),
+            Some(cut)
+        );
+        let remaining: Vec<u64> = partition.segments().iter().map(|s| s.base_offset).collect();
+        assert_eq!(
+            remaining[0], segments[2].base_offset,
+            "whole segments below the cut are gone"
+        );
+        assert!(!dir.path().join(segment_file_name(0, LOG_SUFFIX)).exists());
+        // A reader that still holds bytes of a removed segment keeps them intact.
+        let batch = RecordBatch::decode_first(&held.data).unwrap();
+        assert_eq!(batch.records().next().unwrap().unwrap().offset, 0);
+        // Deleting beyond the high watermark is refused; below the start is a no-op.
+        assert!(matches!(
+            partition.delete_records(1_000).await,
+            Err(AppendError::OffsetOutOfRange { .. })
+        ));
+        assert_eq!(partition.delete_records(1).await.unwrap(), cut);
+        drop(partition);
+        let reopened = open(dir.path(), &io, small_config(), clock).await;
+        assert_eq!(
+            reopened.offsets().log_start_offset,
+            cut,
+            "survives an unclean restart"
+        );
+        assert_eq!(reopened.offsets().log_end_offset, 120);
+    }
+}

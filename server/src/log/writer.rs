@@ -42,6 +42,10 @@ pub(crate) enum Command {
     Close {
         reply: oneshot::Sender<Result<(), CloseError>>,
     },
+    DeleteRecords {
+        before: u64,
+        reply: oneshot::Sender<Result<u64, AppendError>>,
+    },
 }
 
 /// One append request inside a round.
@@ -142,6 +146,9 @@ impl Writer {
                 }
                 Command::Tick { reply } => {
                     let _ = reply.send(self.roll_if_old().await);
+                }
+                Command::DeleteRecords { before, reply } => {
+                    let _ = reply.send(self.delete_records(before).await);
                 }
                 Command::Close { reply } => {
                     let _ = reply.send(self.close().await);
@@ -426,6 +433,56 @@ impl Writer {
         }
         tracing::debug!(dir = %self.shared.dir.display(), base_offset = next, "rolled segment");
         Ok(())
+    }
+
+    /// Advances the log start offset to `before` (Kafka's DeleteRecords): the new start is made
+    /// durable in the metadata first, then whole segments below it are removed. Readers that
+    /// hold a removed segment finish on their mapping (the file is only unlinked).
+    async fn delete_records(&mut self, before: u64) -> Result<u64, AppendError> {
+        let offsets = *self.shared.offsets.borrow();
+        if before > offsets.high_watermark {
+            return Err(AppendError::OffsetOutOfRange {
+                requested: before,
+                earliest: offsets.log_start_offset,
+                latest: offsets.high_watermark,
+            });
+        }
+        if before <= offsets.log_start_offset {
+            return Ok(offsets.log_start_offset);
+        }
+        let io = self.shared.io.clone();
+        let mut meta = self.meta;
+        meta.log_start_offset = before;
+        write_meta(&io, &self.shared.dir, &meta)
+            .await
+            .map_err(|error| AppendError::Poisoned {
+                reason: format!("cannot persist the log start: {error}"),
+            })?;
+        self.meta = meta;
+        self.shared
+            .offsets
+            .send_modify(|o: &mut LogOffsets| o.log_start_offset = before);
+        let removable: Vec<Arc<Segment>> = {
+            let segments = self.shared.segments.read();
+            let active = segments.keys().next_back().copied();
+            segments
+                .values()
+                .filter(|s| Some(s.base_offset()) != active && s.snapshot().next_offset <= before)
+                .cloned()
+                .collect()
+        };
+        for segment in removable {
+            self.shared.segments.write().remove(&segment.base_offset());
+            for path in segment.paths() {
+                if let Err(error) = io.remove_file(&path).await {
+                    tracing::warn!(%error, "could not remove a deleted segment's file");
+                }
+            }
+        }
+        if let Err(error) = io.sync_dir(&self.shared.dir).await {
+            tracing::warn!(%error, "could not sync the partition directory");
+        }
+        Ok(before)
     }
 
     /// Saves the producer state as of `offset`, so a restart replays only the log after it.
