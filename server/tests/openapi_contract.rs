@@ -214,3 +214,37 @@ fn every_operation_documents_its_errors_with_error_body() {
         "operations with undocumented or mis-typed error responses: {problems:#?}"
     );
 }
+
+#[tokio::test]
+async fn swagger_ui_is_served_from_the_binary() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = Config {
+        data_dir: dir.path().to_path_buf(),
+        io_backend: IoBackendChoice::Sync,
+        ..Config::default()
+    };
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let state = build_state(config, Arc::new(SystemClock), shutdown)
+        .await
+        .expect("state");
+    let app = router(state);
+    for (uri, needle) in [
+        ("/docs/", "swagger-ui"),
+        ("/docs/swagger-ui-bundle.js", "SwaggerUIBundle"),
+        ("/openapi.json", "\"openapi\""),
+    ] {
+        let request = Request::builder()
+            .uri(uri)
+            .body(Body::empty())
+            .expect("request");
+        let response = app.clone().oneshot(request).await.expect("infallible");
+        assert_eq!(response.status().as_u16(), 200, "{uri}");
+        let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+            .await
+            .expect("body");
+        assert!(
+            String::from_utf8_lossy(&bytes).contains(needle),
+            "{uri} lacks {needle}"
+        );
+    }
+}

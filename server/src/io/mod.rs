@@ -17,6 +17,8 @@
 mod faults;
 pub mod map;
 mod probe;
+#[cfg(feature = "test-util")]
+pub mod seccomp;
 mod sync;
 #[cfg(test)]
 mod tests;
