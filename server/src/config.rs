@@ -40,6 +40,8 @@ pub struct Config {
     pub sse_ping_interval_ms: u64,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_timeout_ms: u64,
+    /// How often time and size retention run.
+    pub retention_check_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             fetch_max_bytes: limits::FETCH_MAX_BYTES,
             sse_ping_interval_ms: limits::SSE_PING_INTERVAL_MS,
             shutdown_timeout_ms: limits::SHUTDOWN_TIMEOUT_MS,
+            retention_check_interval_ms: limits::RETENTION_CHECK_INTERVAL_MS,
         }
     }
 }
@@ -96,6 +99,9 @@ pub struct ConfigArgs {
     /// Graceful shutdown timeout in ms.
     #[arg(long, env = "STRATA_SHUTDOWN_TIMEOUT_MS")]
     pub shutdown_timeout_ms: Option<u64>,
+    /// Interval of the retention check in ms.
+    #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL_MS")]
+    pub retention_check_interval_ms: Option<u64>,
 }
 
 /// Why the configuration cannot be used.
@@ -146,7 +152,8 @@ impl Config {
             fetch_default_max_bytes,
             fetch_max_bytes,
             sse_ping_interval_ms,
-            shutdown_timeout_ms
+            shutdown_timeout_ms,
+            retention_check_interval_ms
         );
         config.validate()?;
         Ok(config)

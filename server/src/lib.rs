@@ -2,6 +2,7 @@
 //! `main.rs` only parses the command line and calls into this library ([`server::run`]), so tests
 //! and benchmarks use exactly the code the binary runs.
 
+pub mod cleaner;
 pub mod cli;
 pub mod clock;
 pub mod config;

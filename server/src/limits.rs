@@ -22,6 +22,9 @@ pub const FETCH_MAX_BYTES_LIMIT: u64 = 1 << 30;
 pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
 /// Default graceful-shutdown wait for in-flight requests.
 pub const SHUTDOWN_TIMEOUT_MS: u64 = 30_000;
+/// Retention checks every 5 minutes (Kafka's `log.retention.check.interval.ms`): segments are
+/// large, so finer checks find nothing new.
+pub const RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
 /// Most records one JSON fetch returns when `max_records` is not set.
 pub const FETCH_DEFAULT_MAX_RECORDS: u32 = 1000;
 /// Most records one produce request may carry.

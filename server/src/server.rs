@@ -135,6 +135,11 @@ pub async fn run_with_clock(
     let catalog = Arc::clone(&state.catalog);
     let ready = Arc::clone(&state.ready);
     let expiry = tokio::spawn(expire_members(state.clone()));
+    let retention = tokio::spawn(crate::cleaner::retention::run(
+        Arc::clone(&state.catalog),
+        Arc::clone(&state.clock),
+        state.config.retention_check_interval_ms,
+    ));
     let app = router(state);
     let stopping = stop_sender.clone();
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -156,6 +161,7 @@ pub async fn run_with_clock(
         }
     };
     expiry.abort();
+    retention.abort();
     catalog.close().await;
     tracing::info!("stopped cleanly");
     result

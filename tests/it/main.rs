@@ -6,6 +6,7 @@
 
 mod crash;
 mod errors;
+mod groups;
 mod idempotence;
 mod produce_fetch;
 mod streaming;

@@ -5,6 +5,10 @@
 //! port, and keeps the data directory so that a test can kill and restart the server on the same
 //! data. Dropping a [`Server`] kills the process. [`eventually`] is the bounded wait used instead
 //! of sleeps.
+//!
+//! [`InProcessServer::start`] runs the server inside the test's runtime with a
+//! [`ManualClock`], so tests of timeouts (group sessions, poll intervals, lag in time) move the
+//! clock instead of sleeping; it still speaks HTTP on 127.0.0.1:0.
 #![allow(clippy::unwrap_used)]
 
 use std::future::Future;
@@ -16,7 +20,11 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use strata_server::clock::ManualClock;
+use strata_server::config::Config;
 use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// How long a start may take before the harness gives up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -261,6 +269,105 @@ impl Drop for Server {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+/// A server running inside the test's tokio runtime on a [`ManualClock`], with a temporary data
+/// directory. Time-based behaviour (evictions checked every 250 ms against the clock, record ages)
+/// follows [`ManualClock::advance`]; wait for its effects with [`eventually`].
+pub struct InProcessServer {
+    address: SocketAddr,
+    client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _temp: TempDir,
+}
+
+impl InProcessServer {
+    /// Binds 127.0.0.1:0 and starts `run_with_clock` with `clock` on a fresh data directory.
+    /// Returns once the server answers `GET /v1/topics`.
+    ///
+    /// # Panics
+    /// When the server fails to start or does not answer within 30 s.
+    pub async fn start(clock: Arc<ManualClock>) -> InProcessServer {
+        let temp = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let config = Config {
+            listen: address,
+            data_dir: temp.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.await;
+            };
+            strata_server::server::run_with_clock(config, listener, shutdown, clock)
+                .await
+                .unwrap();
+        });
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let server = InProcessServer {
+            address,
+            client,
+            stop: Some(stop),
+            task: Some(task),
+            _temp: temp,
+        };
+        let api = server.api();
+        eventually(START_TIMEOUT, "the in-process server answers", || {
+            let api = api.clone();
+            async move {
+                api.client
+                    .get(api.url("/v1/topics"))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            }
+        })
+        .await;
+        server
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// JSON helpers for this server.
+    pub fn api(&self) -> Api {
+        Api {
+            base: self.base_url(),
+            client: self.client.clone(),
+        }
+    }
+
+    /// Graceful shutdown; waits (bounded) for the server task to finish.
+    ///
+    /// # Panics
+    /// When the server does not stop within 30 s or its task failed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(STOP_TIMEOUT, task)
+                .await
+                .expect("the in-process server did not stop")
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }

@@ -383,6 +383,35 @@ impl Partition {
         response.await.map_err(|_| AppendError::Closed)?
     }
 
+    /// Where time and size retention would move the log start: past every closed segment, oldest
+    /// first, whose newest record is older than `retention_ms` or that the partition can lose
+    /// while it holds more than `retention_bytes` (`-1` disables either). The active segment is
+    /// never included. `None` when nothing is due.
+    pub fn retention_cut(
+        &self,
+        retention_ms: i64,
+        retention_bytes: i64,
+        now_ms: i64,
+    ) -> Option<u64> {
+        let segments = self.segments();
+        let (_active, closed) = segments.split_last()?;
+        let mut remaining: u64 = segments.iter().map(|s| s.durable_size).sum();
+        let mut cut = None;
+        for (i, segment) in closed.iter().enumerate() {
+            let expired = retention_ms >= 0
+                && segment
+                    .max_timestamp
+                    .is_none_or(|newest| newest < now_ms.saturating_sub(retention_ms));
+            let oversized = u64::try_from(retention_bytes).is_ok_and(|limit| remaining > limit);
+            if !(expired || oversized) {
+                break;
+            }
+            remaining -= segment.durable_size;
+            cut = segments.get(i + 1).map(|next| next.base_offset);
+        }
+        cut.filter(|cut| *cut > self.offsets().log_start_offset)
+    }
+
     /// Runs the idle-roll check now instead of waiting for the next background tick.
     ///
     /// # Errors
