@@ -121,8 +121,8 @@ fn concrete(path: &str) -> String {
         .replace("{member}", "no-such-member")
 }
 
-#[tokio::test]
-async fn every_documented_method_is_routed_and_no_other() {
+/// The real router over a fresh data directory (kept alive by the returned guard).
+async fn test_app() -> (tempfile::TempDir, axum::Router) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = Config {
         data_dir: dir.path().to_path_buf(),
@@ -133,7 +133,12 @@ async fn every_documented_method_is_routed_and_no_other() {
     let state = build_state(config, Arc::new(SystemClock), shutdown)
         .await
         .expect("state");
-    let app = router(state);
+    (dir, router(state))
+}
+
+#[tokio::test]
+async fn every_documented_method_is_routed_and_no_other() {
+    let (_dir, app) = test_app().await;
     let documented = operations(&spec());
     let paths: BTreeSet<&String> = documented.iter().map(|(p, _)| p).collect();
     for path in paths {
@@ -217,17 +222,7 @@ fn every_operation_documents_its_errors_with_error_body() {
 
 #[tokio::test]
 async fn swagger_ui_is_served_from_the_binary() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let config = Config {
-        data_dir: dir.path().to_path_buf(),
-        io_backend: IoBackendChoice::Sync,
-        ..Config::default()
-    };
-    let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let state = build_state(config, Arc::new(SystemClock), shutdown)
-        .await
-        .expect("state");
-    let app = router(state);
+    let (_dir, app) = test_app().await;
     for (uri, needle) in [
         ("/docs/", "swagger-ui"),
         ("/docs/swagger-ui-bundle.js", "SwaggerUIBundle"),

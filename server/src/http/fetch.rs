@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{ErrorBody, ErrorCode, FetchQuery, FetchResponse, FetchedRecord, ValueFormat};
 
@@ -321,8 +321,7 @@ fn sse(state: AppState, log: Arc<Partition>, request: FetchRequest) -> impl Into
                     }
                 }
                 Err(error) => {
-                    let body = ErrorBody::new(error.code(), "the stream cannot continue");
-                    if let Ok(event) = Event::default().event("error").json_data(&body) {
+                    if let Some(event) = super::sse::error_event(error.code()) {
                         yield Ok(event);
                     }
                     break;
@@ -330,9 +329,5 @@ fn sse(state: AppState, log: Arc<Partition>, request: FetchRequest) -> impl Into
             }
         }
     };
-    Sse::new(stream).keep_alive(
-        KeepAlive::new()
-            .interval(ping)
-            .event(Event::default().event("ping")),
-    )
+    super::sse::with_pings(stream, ping)
 }

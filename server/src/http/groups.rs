@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header::ACCEPT;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{
     AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset, ErrorBody,
@@ -441,8 +441,7 @@ fn member_stream(
                     }
                 }
                 Err(error) => {
-                    let body = ErrorBody::new(error.code(), "the stream cannot continue");
-                    if let Ok(event) = Event::default().event("error").json_data(&body) {
+                    if let Some(event) = super::sse::error_event(error.code()) {
                         yield Ok(event);
                     }
                     break;
@@ -450,11 +449,7 @@ fn member_stream(
             }
         }
     };
-    Sse::new(stream).keep_alive(
-        KeepAlive::new()
-            .interval(ping)
-            .event(Event::default().event("ping")),
-    )
+    super::sse::with_pings(stream, ping)
 }
 
 /// Commit offsets (the next offsets to read) for many partitions at once.

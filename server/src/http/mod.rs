@@ -15,6 +15,7 @@ pub mod offsets;
 pub mod openapi;
 pub mod produce;
 pub mod producers;
+pub mod sse;
 pub mod topics;
 
 use std::sync::Arc;
