@@ -321,7 +321,7 @@ impl Coordinator {
                 .map(|(id, _)| id.clone())
         });
         if let Some(old_id) = previous
-            && let Some(old) = group.members.remove(&old_id)
+            && group.members.remove(&old_id).is_some()
         {
             let target = group.target.remove(&old_id).unwrap_or_default();
             group.target.insert(member_id.clone(), target);
@@ -330,9 +330,10 @@ impl Coordinator {
                     owner.clone_from(&member_id);
                 }
             }
+            // The new incarnation keeps the partitions but not the old one's fetch positions: it
+            // never saw those records, so it starts at the committed offsets (at-least-once).
             let mut member = member;
             member.acknowledged_generation = group.generation;
-            member.positions = old.positions;
             group.members.insert(member_id.clone(), member);
             return Ok(view(group, &member_id));
         }
