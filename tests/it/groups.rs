@@ -534,23 +534,49 @@ fn watch_ownership(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_members_partitions_move_after_the_session_timeout_without_ever_having_two_owners()
-{
+async fn partitions_move_only_after_their_owner_acknowledges_or_is_evicted_and_never_have_two_owners()
+ {
     let (clock, server, api) = in_process().await;
     api.create_topic("jobs", 6).await;
     let body = json!({"topics": ["jobs"], "session_timeout_ms": 10_000,
                       "max_poll_interval_ms": 86_400_000});
-    let mut members = Vec::new();
-    for _ in 0..3 {
-        members.push(join(&api, "workers", body.clone()).await.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_ownership(&api, "workers", &stop);
+    let (a, _) = join(&api, "workers", body.clone()).await;
+    let (b, _) = join(&api, "workers", body.clone()).await;
+    let mut members = vec![a, b];
+    let two = settle(&api, &mut members).await;
+
+    // A third member joins: its partitions move only as their old owners acknowledge.
+    let (mut third, joined) = join(&api, "workers", body).await;
+    assert_eq!(tps(&joined["assignment"]), BTreeSet::new(), "{joined}");
+    let description = describe(&api, "workers").await;
+    let target = description["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member_id"] == third.id.as_str())
+        .map(|m| tps(&m["target_assignment"]))
+        .unwrap();
+    assert_eq!(target.len(), 2, "{description}");
+    let mut handed: BTreeSet<Tp> = BTreeSet::new();
+    for index in 0..2 {
+        // An old generation does not acknowledge; the current one does.
+        heartbeat(&api, &mut members[index]).await;
+        let owned = tps(&heartbeat(&api, &mut third).await["assignment"]);
+        assert_eq!(owned, handed, "before {} acknowledged", members[index].id);
+        heartbeat(&api, &mut members[index]).await;
+        handed.extend(two[&members[index].id].intersection(&target).cloned());
+        let owned = tps(&heartbeat(&api, &mut third).await["assignment"]);
+        assert_eq!(owned, handed, "after {} acknowledged", members[index].id);
     }
+    assert_eq!(handed, target);
+    members.push(third);
     let before = settle(&api, &mut members).await;
     let dead = members.pop().unwrap();
     let dead_partitions = before[&dead.id].clone();
-    assert_eq!(dead_partitions.len(), 2, "{before:?}");
+    assert_eq!(dead_partitions, target, "{before:?}");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = watch_ownership(&api, "workers", &stop);
     // The dead member sends nothing more; the others heartbeat every 500 ms of clock time.
     let mut elapsed = 0;
     while elapsed < 10_000 {
