@@ -541,8 +541,9 @@ async fn partitions_move_only_after_their_owner_acknowledges_or_is_evicted_and_n
     let body = json!({"topics": ["jobs"], "session_timeout_ms": 10_000,
                       "max_poll_interval_ms": 86_400_000});
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = watch_ownership(&api, "workers", &stop);
     let (a, _) = join(&api, "workers", body.clone()).await;
+    // The group exists from the first join on; watching earlier would race with it (404).
+    let watcher = watch_ownership(&api, "workers", &stop);
     let (b, _) = join(&api, "workers", body.clone()).await;
     let mut members = vec![a, b];
     let two = settle(&api, &mut members).await;
