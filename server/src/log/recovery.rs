@@ -39,7 +39,7 @@ pub struct RecoveryReport {
     pub truncated_bytes: u64,
     /// Segments whose index files were rebuilt.
     pub rebuilt_indexes: usize,
-    /// Segments removed because they followed a corrupt one.
+    /// Segments removed because they followed a corrupt one or lay wholly below the log start.
     pub removed_segments: usize,
 }
 
@@ -89,6 +89,7 @@ pub(crate) async fn recover(
         .map(|m| m.log_start_offset)
         .or_else(|| segments.keys().next().copied())
         .unwrap_or(0);
+    remove_segments_below(io, dir, &mut segments, log_start_offset, &mut report).await?;
     if segments.is_empty() {
         let segment = Segment::create(io, dir, log_start_offset, config.active_map_len()).await?;
         io.sync_dir(dir).await?;
@@ -121,6 +122,36 @@ pub(crate) async fn recover(
         meta,
         report,
     })
+}
+
+/// Removes closed segments that lie wholly below the log start: left behind when a crash hit
+/// between delete-records' durable metadata write and the unlink of the files.
+async fn remove_segments_below(
+    io: &Io,
+    dir: &Path,
+    segments: &mut BTreeMap<u64, Arc<Segment>>,
+    log_start_offset: u64,
+    report: &mut RecoveryReport,
+) -> Result<(), OpenError> {
+    let active = segments.keys().next_back().copied();
+    let stale: Vec<u64> = segments
+        .values()
+        .filter(|s| Some(s.base_offset()) != active && s.snapshot().next_offset <= log_start_offset)
+        .map(|s| s.base_offset())
+        .collect();
+    for base in &stale {
+        if let Some(segment) = segments.remove(base) {
+            for path in segment.paths() {
+                remove_if_exists(io, &path).await?;
+            }
+            report.removed_segments += 1;
+        }
+    }
+    if !stale.is_empty() {
+        tracing::info!(dir = %dir.display(), count = stale.len(), "removed segments below the log start");
+        io.sync_dir(dir).await?;
+    }
+    Ok(())
 }
 
 /// File extension of producer-state snapshots, named by the offset they are valid at.

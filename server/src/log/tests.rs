@@ -859,3 +859,46 @@ async fn delete_records_moves_the_log_start_durably_and_removes_whole_segments_b
         assert_eq!(reopened.offsets().log_end_offset, 120);
     }
 }
+
+#[tokio::test]
+async fn segments_left_below_the_log_start_by_a_crash_are_removed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = start_io(IoBackendChoice::Sync, dir.path());
+    let clock = ManualClock::new(0);
+    let partition = open(dir.path(), &io, small_config(), clock.clone()).await;
+    for i in 0..80u8 {
+        partition
+            .append(vec![batch_of(&[record(&[i; 100], 1)])], Acks::All)
+            .await
+            .unwrap();
+    }
+    let first = partition.segments()[0];
+    let names: Vec<String> = ["log", "index", "timeindex"]
+        .iter()
+        .map(|suffix| segment_file_name(first.base_offset, suffix))
+        .collect();
+    let saved: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| std::fs::read(dir.path().join(n)).unwrap())
+        .collect();
+    let cut = first.next_offset;
+    partition.delete_records(cut).await.unwrap();
+    drop(partition);
+    // A crash between the metadata write and the unlink leaves the old files behind.
+    for (name, bytes) in names.iter().zip(&saved) {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let reopened = open(dir.path(), &io, small_config(), clock).await;
+    assert_eq!(reopened.offsets().log_start_offset, cut);
+    assert!(
+        reopened
+            .segments()
+            .iter()
+            .all(|s| s.base_offset != first.base_offset)
+    );
+    assert!(
+        !dir.path().join(&names[0]).exists(),
+        "the stale segment's files are gone"
+    );
+    assert_eq!(reopened.recovery_report().removed_segments, 1);
+}
