@@ -235,21 +235,32 @@ async fn commit(api: &Api, group: &str, member: Option<&Member>, offsets: &[(&st
 }
 
 /// The group's committed offsets by partition.
-async fn committed(api: &Api, group: &str) -> BTreeMap<Tp, u64> {
+/// A group's committed offsets with their metadata, as GET /v1/groups/{group}/offsets shows them.
+async fn committed_with_metadata(api: &Api, group: &str) -> BTreeMap<Tp, (u64, String)> {
     let body = api.get_json(&format!("/v1/groups/{group}/offsets")).await;
     body["offsets"]
         .as_array()
         .unwrap()
         .iter()
         .map(|o| {
-            (
-                (
-                    o["topic"].as_str().unwrap().to_string(),
-                    u32::try_from(o["partition"].as_u64().unwrap()).unwrap(),
-                ),
+            let tp = (
+                o["topic"].as_str().unwrap().to_string(),
+                u32::try_from(o["partition"].as_u64().unwrap()).unwrap(),
+            );
+            let committed = (
                 o["offset"].as_u64().unwrap(),
-            )
+                o["metadata"].as_str().unwrap().to_string(),
+            );
+            (tp, committed)
         })
+        .collect()
+}
+
+async fn committed(api: &Api, group: &str) -> BTreeMap<Tp, u64> {
+    committed_with_metadata(api, group)
+        .await
+        .into_iter()
+        .map(|(tp, (offset, _))| (tp, offset))
         .collect()
 }
 
@@ -751,24 +762,7 @@ async fn commit_rounds(api: &Api, round: u64, acknowledged: &mut Acknowledged) {
 
 async fn assert_acknowledged(api: &Api, acknowledged: &Acknowledged) {
     for (group, expected) in acknowledged {
-        let body = api.get_json(&format!("/v1/groups/{group}/offsets")).await;
-        let actual: BTreeMap<Tp, (u64, String)> = body["offsets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| {
-                (
-                    (
-                        o["topic"].as_str().unwrap().to_string(),
-                        u32::try_from(o["partition"].as_u64().unwrap()).unwrap(),
-                    ),
-                    (
-                        o["offset"].as_u64().unwrap(),
-                        o["metadata"].as_str().unwrap().to_string(),
-                    ),
-                )
-            })
-            .collect();
+        let actual = committed_with_metadata(api, group).await;
         assert_eq!(&actual, expected, "group {group}");
     }
     let list = api.get_json("/v1/groups").await;
