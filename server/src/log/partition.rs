@@ -263,7 +263,7 @@ impl Partition {
             path: dir.to_path_buf(),
             source,
         })?;
-        let recovered = recover(dir, &config, &io, clock.as_ref()).await?;
+        let recovered = recover(dir, &config, &io).await?;
         let leo = recovered
             .segments
             .values()
@@ -450,16 +450,6 @@ impl Partition {
         config.validate()?;
         *self.shared.config.write() = config;
         Ok(())
-    }
-
-    /// The partition's current settings.
-    pub fn config(&self) -> LogConfig {
-        self.shared.config.read().clone()
-    }
-
-    /// Bytes stored in the partition's segments.
-    pub fn size_bytes(&self) -> u64 {
-        self.segments().iter().map(|s| s.durable_size).sum()
     }
 
     /// Current offsets.

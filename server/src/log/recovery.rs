@@ -25,7 +25,6 @@ use super::segment::{
     batch_offsets, parse_segment_file_name, segment_file_name,
 };
 use super::time_index::TimeIndex;
-use crate::clock::Clock;
 use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
 
 /// What recovery found and repaired, for logs and tests.
@@ -55,7 +54,6 @@ pub(crate) async fn recover(
     dir: &Path,
     config: &LogConfig,
     io: &Io,
-    clock: &dyn Clock,
 ) -> Result<Recovered, OpenError> {
     let meta = read_meta(io, dir).await?;
     let clean = meta.is_some_and(|m| m.clean_shutdown);
@@ -110,7 +108,6 @@ pub(crate) async fn recover(
         clean_shutdown: false,
     };
     write_meta(io, dir, &meta).await?;
-    let _ = clock;
     let producers = rebuild_producer_state(io, dir, &segments, log_end).await?;
     if !clean {
         tracing::info!(dir = %dir.display(), ?report, log_end, "recovered partition");
@@ -269,39 +266,25 @@ async fn open_segment(
         )
         .await?;
     let file_len = io.file_len(&log).await?;
-    let mut truncated = false;
-    let state = if scan {
+    let trusted = if scan {
         report.scanned_segments += 1;
-        let (mut state, valid_len) = scan_segment(&log, base, file_len, config)?;
-        if valid_len < file_len {
-            tracing::warn!(path = %log.path().display(), valid_len, file_len,
-                "cutting torn or corrupt tail");
-            io.set_len(&log, valid_len).await?;
-            io.sync_data(&log).await?;
-            report.truncated_bytes += file_len - valid_len;
-            truncated = true;
-        }
-        rewrite_indexes(io, &index_file, &time_file, &mut state).await?;
-        report.rebuilt_indexes += 1;
-        state
+        None
     } else {
-        match load_trusted(io, &log, &index_file, &time_file, base, file_len, config).await? {
-            Some(state) => state,
-            None => {
-                tracing::warn!(path = %log.path().display(), "index missing or inconsistent; rebuilding");
-                let (mut state, valid_len) = scan_segment(&log, base, file_len, config)?;
-                if valid_len < file_len {
-                    tracing::warn!(path = %log.path().display(), valid_len, file_len,
-                        "cutting corrupt tail of a closed segment");
-                    io.set_len(&log, valid_len).await?;
-                    io.sync_data(&log).await?;
-                    report.truncated_bytes += file_len - valid_len;
-                    truncated = true;
-                }
-                rewrite_indexes(io, &index_file, &time_file, &mut state).await?;
-                report.rebuilt_indexes += 1;
-                state
-            }
+        let loaded =
+            load_trusted(io, &log, &index_file, &time_file, base, file_len, config).await?;
+        if loaded.is_none() {
+            tracing::warn!(path = %log.path().display(), "index missing or inconsistent; rebuilding");
+        }
+        loaded
+    };
+    let (state, truncated) = match trusted {
+        Some(state) => (state, false),
+        None => {
+            let rebuilt =
+                rebuild(io, [&log, &index_file, &time_file], base, file_len, config).await?;
+            report.rebuilt_indexes += 1;
+            report.truncated_bytes += rebuilt.cut_bytes;
+            (rebuilt.state, rebuilt.cut_bytes > 0)
         }
     };
     let map_len = if is_last {
@@ -311,6 +294,34 @@ async fn open_segment(
     };
     let segment = Segment::from_parts(dir, base, [log, index_file, time_file], map_len, state)?;
     Ok(Opened { segment, truncated })
+}
+
+struct Rebuilt {
+    state: SegmentState,
+    cut_bytes: u64,
+}
+
+/// Scans a segment batch by batch, cuts the log at the first invalid byte, and rewrites both
+/// indexes from the scan.
+async fn rebuild(
+    io: &Io,
+    [log, index_file, time_file]: [&IoFile; 3],
+    base: u64,
+    file_len: u64,
+    config: &LogConfig,
+) -> Result<Rebuilt, OpenError> {
+    let (mut state, valid_len) = scan_segment(log, base, file_len, config)?;
+    if valid_len < file_len {
+        tracing::warn!(path = %log.path().display(), valid_len, file_len,
+            "cutting torn or corrupt tail");
+        io.set_len(log, valid_len).await?;
+        io.sync_data(log).await?;
+    }
+    rewrite_indexes(io, index_file, time_file, &mut state).await?;
+    Ok(Rebuilt {
+        state,
+        cut_bytes: file_len - valid_len,
+    })
 }
 
 /// Validates every batch from the start; returns the rebuilt state and the length of the valid

@@ -380,11 +380,6 @@ impl Segment {
             .then(|| self.map.slice(range))
     }
 
-    /// The mapped bytes of `range` without copying, resident or not (recovery and tests).
-    pub fn mapped_slice(&self, range: Range<u64>) -> Bytes {
-        self.map.slice(range.start as usize..range.end as usize)
-    }
-
     /// Mapped bytes of the whole durable log, for scans that only look at headers.
     pub fn durable_bytes(&self) -> Bytes {
         let durable = self.state.read().durable_size;

@@ -258,11 +258,6 @@ impl Catalog {
         self.topics.read().values().cloned().collect()
     }
 
-    /// The largest partition count a topic may have.
-    pub fn max_partitions(&self) -> u32 {
-        self.max_partitions
-    }
-
     /// Creates a topic with `partitions` partitions and the given setting overrides.
     ///
     /// # Errors
