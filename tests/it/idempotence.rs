@@ -89,12 +89,7 @@ async fn retried_produce_after_lost_response_returns_original_offsets_without_ap
         .await;
     assert_eq!(next["duplicate"], false);
     assert_eq!(offsets_of(&next), vec![3]);
-    let values: Vec<Value> = api
-        .fetch_all("idem", 0, 0)
-        .await
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
+    let values: Vec<Value> = api.fetch_values("idem", 0, 0).await;
     assert_eq!(
         values,
         vec![json!("plain"), json!("a"), json!("b"), json!("c")]
@@ -224,11 +219,6 @@ async fn dedup_state_survives_sigterm_and_kill_9() {
         .await;
     expect_error(gap, 409, "sequence_gap").await;
     assert_eq!(api.offsets("durable", 0).await["log_end"], 4);
-    let values: Vec<Value> = api
-        .fetch_all("durable", 0, 0)
-        .await
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
+    let values: Vec<Value> = api.fetch_values("durable", 0, 0).await;
     assert_eq!(values, (0..4).map(Value::from).collect::<Vec<_>>());
 }

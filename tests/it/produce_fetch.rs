@@ -179,12 +179,7 @@ async fn produce_response_lists_offsets_in_request_order() {
         vec![(2, 0), (0, 0), (1, 0), (0, 1), (2, 1), (2, 2), (1, 1)]
     );
     for (partition, expected) in [(0u32, vec![1, 3]), (1, vec![2, 6]), (2, vec![0, 4, 5])] {
-        let values: Vec<Value> = api
-            .fetch_all("order", partition, 0)
-            .await
-            .iter()
-            .map(|r| r["value"].clone())
-            .collect();
+        let values: Vec<Value> = api.fetch_values("order", partition, 0).await;
         assert_eq!(
             values,
             expected.into_iter().map(Value::from).collect::<Vec<_>>()
@@ -489,11 +484,6 @@ async fn conditional_append_with_wrong_expected_offset_returns_offset_mismatch()
     assert_eq!(body["error"]["log_end_offset"], 3);
     let appended = ok_json(send_raw(3).await).await;
     assert_eq!(appended["offsets"][0]["offset"], 3);
-    let values: Vec<Value> = api
-        .fetch_all("cond", 0, 0)
-        .await
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
+    let values: Vec<Value> = api.fetch_values("cond", 0, 0).await;
     assert_eq!(values, vec![json!(1), json!(2), json!(3), json!(3)]);
 }

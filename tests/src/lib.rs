@@ -567,6 +567,12 @@ impl Api {
         }
     }
 
+    /// The values of every record from `offset` to the high watermark.
+    pub async fn fetch_values(&self, topic: &str, partition: u32, offset: u64) -> Vec<Value> {
+        let records = self.fetch_all(topic, partition, offset).await;
+        records.iter().map(|r| r["value"].clone()).collect()
+    }
+
     /// The offsets endpoint of a partition.
     pub async fn offsets(&self, topic: &str, partition: u32) -> Value {
         self.get_json(&format!(
