@@ -39,7 +39,7 @@ pub use records::{
     ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
 pub use topics::{
-    AddPartitionsRequest, AddPartitionsResponse, ConfigUpdateValue, ConfigValue,
+    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ConfigUpdateValue, ConfigValue,
     CreateTopicRequest, PartitionDescription, TopicDescription, TopicList, TopicSummary,
     UpdateTopicConfigsRequest,
 };
@@ -79,6 +79,7 @@ mod tests {
         AddPartitionsResponse,
         ConfigUpdateValue,
         ConfigValue,
+        CleanerStatus,
         CreateTopicRequest,
         PartitionDescription,
         TopicDescription,
@@ -116,6 +117,7 @@ mod tests {
         "AddPartitionsResponse",
         "ConfigUpdateValue",
         "ConfigValue",
+        "CleanerStatus",
         "CreateTopicRequest",
         "PartitionDescription",
         "TopicDescription",

@@ -140,6 +140,30 @@ pub struct PartitionDescription {
     pub size_bytes: u64,
     /// Number of segment files the partition log consists of.
     pub segment_count: u64,
+    /// Compaction state; present on topics whose `cleanup_policy` contains `compact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaner: Option<CleanerStatus>,
+}
+
+/// What the compaction cleaner has done to one partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({
+    "dirty_ratio": 0.25, "runs": 12, "last_run_ms": 1764547200000_i64, "bytes_reclaimed": 73400320
+})))]
+pub struct CleanerStatus {
+    /// Share of the closed segments' bytes written since the last compaction pass (0 to 1).
+    /// A pass runs once it reaches `min_cleanable_dirty_ratio`.
+    pub dirty_ratio: f64,
+    /// Completed compaction passes.
+    pub runs: u64,
+    /// When the last pass finished, in ms since the epoch; absent before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_ms: Option<i64>,
+    /// Bytes freed by compaction so far.
+    pub bytes_reclaimed: u64,
+    /// Why the cleaner stopped working on this partition (until restart), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// Response of `GET /v1/topics`.

@@ -40,8 +40,10 @@ pub struct Config {
     pub sse_ping_interval_ms: u64,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_timeout_ms: u64,
-    /// How often time and size retention run.
+    /// How often time and size retention and compaction run.
     pub retention_check_interval_ms: u64,
+    /// Bytes per second the compaction cleaner may read plus write; 0 = unlimited.
+    pub cleaner_io_max_bytes_per_second: u64,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             sse_ping_interval_ms: limits::SSE_PING_INTERVAL_MS,
             shutdown_timeout_ms: limits::SHUTDOWN_TIMEOUT_MS,
             retention_check_interval_ms: limits::RETENTION_CHECK_INTERVAL_MS,
+            cleaner_io_max_bytes_per_second: 0,
         }
     }
 }
@@ -99,9 +102,12 @@ pub struct ConfigArgs {
     /// Graceful shutdown timeout in ms.
     #[arg(long, env = "STRATA_SHUTDOWN_TIMEOUT_MS")]
     pub shutdown_timeout_ms: Option<u64>,
-    /// Interval of the retention check in ms.
+    /// Interval of the retention and compaction check in ms.
     #[arg(long, env = "STRATA_RETENTION_CHECK_INTERVAL_MS")]
     pub retention_check_interval_ms: Option<u64>,
+    /// Compaction I/O limit in bytes per second (0 = unlimited).
+    #[arg(long, env = "STRATA_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    pub cleaner_io_max_bytes_per_second: Option<u64>,
 }
 
 /// Why the configuration cannot be used.
@@ -153,7 +159,8 @@ impl Config {
             fetch_max_bytes,
             sse_ping_interval_ms,
             shutdown_timeout_ms,
-            retention_check_interval_ms
+            retention_check_interval_ms,
+            cleaner_io_max_bytes_per_second
         );
         config.validate()?;
         Ok(config)

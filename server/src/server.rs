@@ -19,6 +19,7 @@ use crate::groups::coordinator::{Coordinator, GroupLimits};
 use crate::groups::offsets::{OFFSETS_TOPIC, OffsetStore};
 use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
+use crate::log::compaction::throttle::Throttle;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
 use crate::topics::catalog::{Catalog, CatalogError};
 
@@ -135,10 +136,11 @@ pub async fn run_with_clock(
     let catalog = Arc::clone(&state.catalog);
     let ready = Arc::clone(&state.ready);
     let expiry = tokio::spawn(expire_members(state.clone()));
-    let retention = tokio::spawn(crate::cleaner::retention::run(
+    let cleaner = tokio::spawn(crate::cleaner::run(
         Arc::clone(&state.catalog),
         Arc::clone(&state.clock),
         state.config.retention_check_interval_ms,
+        Arc::new(Throttle::new(state.config.cleaner_io_max_bytes_per_second)),
     ));
     let app = router(state);
     let stopping = stop_sender.clone();
@@ -161,7 +163,7 @@ pub async fn run_with_clock(
         }
     };
     expiry.abort();
-    retention.abort();
+    cleaner.abort();
     catalog.close().await;
     tracing::info!("stopped cleanly");
     result

@@ -527,10 +527,16 @@ impl Api {
 
     /// Creates a topic and asserts 201.
     pub async fn create_topic(&self, name: &str, partitions: u32) -> Value {
+        self.create_topic_with(name, partitions, serde_json::json!({}))
+            .await
+    }
+
+    /// Creates a topic with topic configs and asserts 201.
+    pub async fn create_topic_with(&self, name: &str, partitions: u32, configs: Value) -> Value {
         let response = self
             .post(
                 "/v1/topics",
-                &serde_json::json!({"name": name, "partitions": partitions}),
+                &serde_json::json!({"name": name, "partitions": partitions, "configs": configs}),
             )
             .await;
         let status = response.status().as_u16();

@@ -5,8 +5,6 @@
 //! active segments roll by themselves after `segment_ms`, retention progresses on topics that
 //! stopped receiving writes.
 
-use std::sync::Arc;
-
 use crate::clock::Clock;
 use crate::topics::catalog::Catalog;
 
@@ -53,22 +51,14 @@ pub async fn enforce_retention(catalog: &Catalog, clock: &dyn Clock) -> Retentio
     report
 }
 
-/// Runs [`enforce_retention`] every `interval_ms` until the task is dropped.
-pub async fn run(catalog: Arc<Catalog>, clock: Arc<dyn Clock>, interval_ms: u64) {
-    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(interval_ms.max(1)));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        enforce_retention(&catalog, clock.as_ref()).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
     use bytes::Bytes;
     use serde_json::Value;
+
+    use std::sync::Arc;
 
     use super::*;
     use crate::clock::ManualClock;

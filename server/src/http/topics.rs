@@ -6,8 +6,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use strata_openapi::{
-    AddPartitionsRequest, AddPartitionsResponse, CreateTopicRequest, ErrorBody, ErrorCode,
-    PartitionDescription, TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
+    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, CreateTopicRequest, ErrorBody,
+    ErrorCode, PartitionDescription, TopicDescription, TopicList, TopicSummary,
+    UpdateTopicConfigsRequest,
 };
 
 use super::AppState;
@@ -157,6 +158,7 @@ pub async fn delete_topic(
 
 /// The API view of a topic.
 pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
+    let compacts = topic.config().cleanup_policy.compacts();
     let partitions = topic
         .partitions()
         .iter()
@@ -171,6 +173,16 @@ pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
                 log_end_offset: offsets.log_end_offset,
                 size_bytes: segments.iter().map(|s| s.durable_size).sum(),
                 segment_count: segments.len() as u64,
+                cleaner: compacts.then(|| {
+                    let status = partition.cleaner_status();
+                    CleanerStatus {
+                        dirty_ratio: status.dirty_ratio,
+                        runs: status.runs,
+                        last_run_ms: status.last_run_ms,
+                        bytes_reclaimed: status.bytes_reclaimed,
+                        failure: status.failure,
+                    }
+                }),
             }
         })
         .collect();

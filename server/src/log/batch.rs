@@ -798,6 +798,54 @@ impl RecordBatch {
         self.bytes.len()
     }
 
+    /// The batch with only the records `keep` accepts, for compaction. Every header field that
+    /// gives kept records their meaning stays as it was (base offset, `lastOffsetDelta`, both
+    /// timestamps, producer id, epoch and base sequence, attributes), and kept records are
+    /// copied as their original bytes, so their offsets, timestamps and headers cannot change
+    /// and the producer-state of the batch survives. Only the length, the record count and the
+    /// CRC are new. `None` when no record is kept; the batch itself when all are.
+    ///
+    /// # Errors
+    /// Only when the batch does not decode, which a validated batch never does.
+    pub fn retain_records(
+        &self,
+        mut keep: impl FnMut(&Record) -> bool,
+    ) -> Result<Option<Bytes>, BatchError> {
+        let ctx = RecordContext::new(&self.header);
+        let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut total = 0usize;
+        let mut position = BATCH_HEADER_LEN;
+        let mut index: i32 = 0;
+        while position < self.bytes.len() {
+            let (record, end) = parse_record(&self.bytes, position, index, &ctx)?;
+            if keep(&record) {
+                kept.push(position..end);
+            }
+            total += 1;
+            position = end;
+            index = index.saturating_add(1);
+        }
+        if kept.is_empty() {
+            return Ok(None);
+        }
+        if kept.len() == total {
+            return Ok(Some(self.bytes.clone()));
+        }
+        let body_len: usize = kept.iter().map(|r| r.len()).sum();
+        let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + body_len);
+        out.extend_from_slice(self.bytes.get(..BATCH_HEADER_LEN).unwrap_or_default());
+        for range in &kept {
+            out.extend_from_slice(self.bytes.get(range.clone()).unwrap_or_default());
+        }
+        let batch_length = len_i32(out.len() - LOG_OVERHEAD, "batch")?;
+        write_at(&mut out, LENGTH_OFFSET, &batch_length.to_be_bytes())?;
+        let count = len_i32(kept.len(), "record count")?;
+        write_at(&mut out, RECORD_COUNT_OFFSET, &count.to_be_bytes())?;
+        let crc = compute_crc(&out);
+        write_at(&mut out, CRC_OFFSET, &crc.to_be_bytes())?;
+        Ok(Some(out.freeze()))
+    }
+
     /// The records with absolute offsets and timestamps (`first_timestamp + delta`, or
     /// `max_timestamp` for LogAppendTime batches, as Kafka does). A validated batch never
     /// yields an `Err`; the `Result` keeps the signature honest and panic-free.
@@ -1321,6 +1369,40 @@ mod tests {
             prop_assert_eq!(decoded, expected);
             let walked: Vec<_> = batch_headers(&encoded).collect();
             prop_assert_eq!(walked, vec![Ok((0, header.clone()))]);
+        }
+
+        #[test]
+        fn retained_records_keep_offsets_timestamps_and_producer_fields(
+            options in arb_options(),
+            records in proptest::collection::vec(arb_record(), 1..10),
+            mask in proptest::collection::vec(any::<bool>(), 10),
+        ) {
+            let batch = RecordBatch::decode_exact(encode_batch(&options, &records).unwrap()).unwrap();
+            let all: Vec<Record> = batch.records().collect::<Result<_, _>>().unwrap();
+            let wanted: Vec<Record> = all
+                .iter()
+                .zip(&mask)
+                .filter(|(_, keep)| **keep)
+                .map(|(r, _)| r.clone())
+                .collect();
+            let filtered = batch.retain_records(|r| mask[(r.offset - options.base_offset) as usize]).unwrap();
+            match filtered {
+                None => prop_assert!(wanted.is_empty()),
+                Some(bytes) => {
+                    let kept = RecordBatch::decode_exact(bytes).unwrap();
+                    let decoded: Vec<Record> = kept.records().collect::<Result<_, _>>().unwrap();
+                    prop_assert_eq!(decoded, wanted);
+                    let (before, after) = (batch.header(), kept.header());
+                    prop_assert_eq!(after.base_offset, before.base_offset);
+                    prop_assert_eq!(after.last_offset_delta, before.last_offset_delta);
+                    prop_assert_eq!(after.first_timestamp, before.first_timestamp);
+                    prop_assert_eq!(after.max_timestamp, before.max_timestamp);
+                    prop_assert_eq!(after.producer_id, before.producer_id);
+                    prop_assert_eq!(after.producer_epoch, before.producer_epoch);
+                    prop_assert_eq!(after.base_sequence, before.base_sequence);
+                    prop_assert_eq!(after.attributes, before.attributes);
+                }
+            }
         }
 
         #[test]

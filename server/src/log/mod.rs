@@ -53,6 +53,7 @@
 //! leave `u32`. A format change needs an ADR and a version bump.
 
 pub mod batch;
+pub mod compaction;
 pub mod config;
 pub mod meta;
 pub mod offset_index;

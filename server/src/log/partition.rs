@@ -16,6 +16,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::batch::{RecordBatch, batch_headers};
+use super::compaction::state::CleanerState;
+use super::compaction::throttle::Throttle;
+use super::compaction::{self, CleanerStatus, CompactionError, CompactionPolicy, CompactionReport};
 use super::config::{LogConfig, LogConfigError};
 use super::meta::MetaError;
 use super::producer_state::ProducerError;
@@ -174,6 +177,9 @@ pub enum OpenError {
     /// The metadata file is unreadable.
     #[error(transparent)]
     Meta(#[from] MetaError),
+    /// An interrupted compaction swap could not be finished.
+    #[error(transparent)]
+    Swap(#[from] super::compaction::swap::SwapFileError),
     /// The directory is not usable.
     #[error("partition directory {path}: {source}")]
     Dir {
@@ -244,6 +250,13 @@ pub struct Partition {
     commands: mpsc::Sender<Command>,
     writer: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
+    /// Held for the length of a compaction pass: one pass per partition at a time.
+    compacting: tokio::sync::Mutex<()>,
+    /// The cleaner's durable state as of the last pass.
+    cleaner: Mutex<CleanerState>,
+    /// Set when a swap failed after its commit point: the files are then in a state only
+    /// recovery finishes, so the cleaner leaves the partition alone until restart.
+    cleaner_failure: Mutex<Option<String>>,
 }
 
 impl Partition {
@@ -264,6 +277,7 @@ impl Partition {
             source,
         })?;
         let recovered = recover(dir, &config, &io).await?;
+        let cleaner = compaction::state::load(&io, dir).await?;
         let leo = recovered
             .segments
             .values()
@@ -290,6 +304,9 @@ impl Partition {
             commands,
             writer: Mutex::new(Some(handle)),
             recovery: recovered.report,
+            compacting: tokio::sync::Mutex::new(()),
+            cleaner: Mutex::new(cleaner),
+            cleaner_failure: Mutex::new(None),
         })
     }
 
@@ -410,6 +427,81 @@ impl Partition {
             cut = segments.get(i + 1).map(|next| next.base_offset);
         }
         cut.filter(|cut| *cut > self.offsets().log_start_offset)
+    }
+
+    /// Runs one compaction pass if one is due (see [`compaction`]): `now_ms` is the time
+    /// tombstone retention and `min_compaction_lag_ms` are measured against.
+    ///
+    /// # Errors
+    /// I/O errors and corrupt closed segments; the old segments then stay as they were.
+    pub async fn compact(
+        &self,
+        policy: &CompactionPolicy,
+        now_ms: i64,
+        throttle: &Throttle,
+    ) -> Result<CompactionReport, CompactionError> {
+        self.compact_inner(policy, now_ms, throttle, None).await
+    }
+
+    /// Like [`Partition::compact`], but abandons the first swap after `steps` of its steps, as a
+    /// crash there would: for crash-injection tests only.
+    #[doc(hidden)]
+    pub async fn compact_and_crash_in_swap(
+        &self,
+        policy: &CompactionPolicy,
+        now_ms: i64,
+        steps: usize,
+    ) -> Result<CompactionReport, CompactionError> {
+        self.compact_inner(policy, now_ms, &Throttle::unlimited(), Some(steps))
+            .await
+    }
+
+    async fn compact_inner(
+        &self,
+        policy: &CompactionPolicy,
+        now_ms: i64,
+        throttle: &Throttle,
+        stop_swap_after: Option<usize>,
+    ) -> Result<CompactionReport, CompactionError> {
+        let _pass = self.compacting.lock().await;
+        if let Some(reason) = self.cleaner_failure.lock().clone() {
+            return Err(CompactionError::Disabled { reason });
+        }
+        let mut state = self.cleaner.lock().clone();
+        let result = compaction::run(
+            &self.shared,
+            &self.commands,
+            &mut state,
+            policy,
+            now_ms,
+            throttle,
+            stop_swap_after,
+        )
+        .await;
+        match &result {
+            Ok(_) => *self.cleaner.lock() = state,
+            Err(CompactionError::Io(error)) => {
+                tracing::error!(dir = %self.shared.dir.display(), %error, "compaction failed; cleaner stopped on this partition");
+                *self.cleaner_failure.lock() = Some(error.to_string());
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// The cleaner's statistics and the current dirty ratio of the closed segments.
+    pub fn cleaner_status(&self) -> CleanerStatus {
+        let segments: Vec<Arc<Segment>> = self.shared.segments.read().values().cloned().collect();
+        let closed = segments.split_last().map_or(&[][..], |(_, closed)| closed);
+        let state = self.cleaner.lock().clone();
+        let (dirty, total) = compaction::dirty_bytes(closed, state.clean_offset);
+        CleanerStatus {
+            dirty_ratio: compaction::ratio(dirty, total),
+            runs: state.runs,
+            last_run_ms: state.last_run_ms,
+            bytes_reclaimed: state.bytes_reclaimed,
+            failure: self.cleaner_failure.lock().clone(),
+        }
     }
 
     /// Runs the idle-roll check now instead of waiting for the next background tick.

@@ -55,6 +55,7 @@ pub(crate) async fn recover(
     config: &LogConfig,
     io: &Io,
 ) -> Result<Recovered, OpenError> {
+    super::compaction::swap::finish_interrupted(io, dir).await?;
     let meta = read_meta(io, dir).await?;
     let clean = meta.is_some_and(|m| m.clean_shutdown);
     let recovery_point = meta.map_or(0, |m| m.recovery_point);
@@ -466,7 +467,8 @@ async fn read_all(io: &Io, file: &IoFile) -> Result<Bytes, IoError> {
         .await
 }
 
-async fn rewrite_indexes(
+/// Replaces both index files with the in-memory indexes of `state`, fsynced.
+pub(crate) async fn rewrite_indexes(
     io: &Io,
     index_file: &IoFile,
     time_file: &IoFile,

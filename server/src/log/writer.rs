@@ -16,11 +16,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{LOG_OVERHEAD, RecordBatch};
+use super::compaction::{self, CompactionError, swap::SwapPlan};
 use super::meta::{PartitionMeta, write_file_atomically, write_meta};
 use super::partition::{Acks, AppendError, BatchAck, CloseError, LogOffsets, Shared};
 use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
 use super::recovery::SNAPSHOT_SUFFIX;
-use super::segment::{AppendedBatch, Segment, segment_file_name};
+use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
 
 type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
 
@@ -45,6 +46,14 @@ pub(crate) enum Command {
     DeleteRecords {
         before: u64,
         reply: oneshot::Sender<Result<u64, AppendError>>,
+    },
+    /// Installs a compacted segment (see `compaction::install`): on the writer so it cannot
+    /// interleave with rolls and deletions.
+    Swap {
+        plan: SwapPlan,
+        state: SegmentState,
+        stop_after: Option<usize>,
+        reply: oneshot::Sender<Result<bool, CompactionError>>,
     },
 }
 
@@ -154,6 +163,15 @@ impl Writer {
                 }
                 Command::DeleteRecords { before, reply } => {
                     let _ = reply.send(self.delete_records(before).await);
+                }
+                Command::Swap {
+                    plan,
+                    state,
+                    stop_after,
+                    reply,
+                } => {
+                    let result = compaction::install(&self.shared, &plan, state, stop_after).await;
+                    let _ = reply.send(result);
                 }
                 Command::Close { reply } => {
                     let _ = reply.send(self.close().await);

@@ -1,0 +1,288 @@
+//! Key compaction: a partition of a compacted topic behaves as a replayable table holding the
+//! latest value per key.
+//!
+//! A pass looks at the *cleanable* part of the log: closed segments, oldest first, up to the
+//! first one holding a record younger than `min_compaction_lag_ms` (the active segment is never
+//! cleanable). It builds a map from each key to its latest offset in that part, then rewrites
+//! neighbouring segments, merged while they fit in `segment_bytes`, keeping a record only when it
+//! is its key's latest. Kept records keep their offsets (batches keep their base offset and
+//! `lastOffsetDelta`; see [`RecordBatch::retain_records`](crate::log::RecordBatch)), so readers
+//! see gaps, never renumbering. A tombstone (null value) is kept for `delete_retention_ms` after
+//! the first pass that covered it ([`state`]), then dropped. New segments replace old ones by the
+//! crash-safe protocol in [`swap`]. A pass runs when the dirty part (written since the last pass)
+//! is at least `min_cleanable_dirty_ratio` of the cleanable bytes, or when kept tombstones came
+//! due. Reads and writes of the cleaner go through a shared [`throttle::Throttle`].
+
+pub mod rewrite;
+pub mod state;
+pub mod swap;
+pub mod throttle;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+
+use self::rewrite::{Retention, group_segments, write_group};
+use self::state::{CleanerState, Pass};
+use self::swap::{SwapPlan, cleaned_paths, remove_if_exists};
+use self::throttle::Throttle;
+use super::batch::BatchError;
+use super::meta::MetaError;
+use super::partition::Shared;
+use super::segment::segment_file_name;
+use super::segment::{INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentState, TIME_INDEX_SUFFIX};
+use super::writer::Command;
+use crate::io::{IoError, OpenMode};
+
+/// The topic settings a pass obeys (Kafka's names).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionPolicy {
+    /// How long a tombstone survives after the first pass that covered it.
+    pub delete_retention_ms: i64,
+    /// Records younger than this are never removed.
+    pub min_compaction_lag_ms: i64,
+    /// Dirty share of the cleanable bytes that makes a pass worthwhile.
+    pub min_cleanable_dirty_ratio: f64,
+}
+
+/// What one call of [`Partition::compact`](crate::log::Partition::compact) did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CompactionReport {
+    /// Whether a pass ran (false: nothing was due).
+    pub ran: bool,
+    /// Dirty share of the cleanable bytes before the pass.
+    pub dirty_ratio: f64,
+    /// Old segments replaced.
+    pub segments_rewritten: usize,
+    /// Records removed, tombstones included.
+    pub records_removed: u64,
+    /// Tombstones removed.
+    pub tombstones_removed: u64,
+    /// Bytes freed.
+    pub bytes_reclaimed: u64,
+}
+
+/// The cleaner's view of a partition, for the topic description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerStatus {
+    /// Share of the closed segments' bytes written since the last pass.
+    pub dirty_ratio: f64,
+    /// Completed passes.
+    pub runs: u64,
+    /// When the last pass finished.
+    pub last_run_ms: Option<i64>,
+    /// Bytes freed by compaction so far.
+    pub bytes_reclaimed: u64,
+    /// Why the cleaner stopped working on this partition, until a restart.
+    pub failure: Option<String>,
+}
+
+/// Why a pass failed. Old segments stay in place: a pass either swaps a whole group or nothing.
+#[derive(Debug, Error)]
+pub enum CompactionError {
+    /// Disk I/O failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The cleaner state file could not be read or written.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// A batch in a closed segment does not validate; the pass stops instead of guessing.
+    #[error("segment {path} is corrupt at position {position}: {source}")]
+    Corrupt {
+        /// The `.log` file.
+        path: PathBuf,
+        /// Byte position of the bad batch.
+        position: u64,
+        /// What the decoder found.
+        #[source]
+        source: BatchError,
+    },
+    /// The partition is closing.
+    #[error("partition writer is gone")]
+    Closed,
+    /// An earlier swap failed half-way; the next start completes it and re-enables the cleaner.
+    #[error("the cleaner is stopped on this partition until restart: {reason}")]
+    Disabled {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// `(dirty, total)` bytes of `segments`, where dirty means at or after `clean_offset`.
+pub fn dirty_bytes(segments: &[Arc<Segment>], clean_offset: u64) -> (u64, u64) {
+    segments.iter().fold((0, 0), |(dirty, total), segment| {
+        let size = segment.snapshot().durable_size;
+        let is_dirty = segment.base_offset() >= clean_offset;
+        (dirty + if is_dirty { size } else { 0 }, total + size)
+    })
+}
+
+/// `dirty / total`, 0 for an empty log.
+pub fn ratio(dirty: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        dirty as f64 / total as f64
+    }
+}
+
+/// One pass over a partition. `stop_swap_after` (tests) abandons the first swap after that many
+/// steps, as a crash would.
+pub(crate) async fn run(
+    shared: &Shared,
+    commands: &mpsc::Sender<Command>,
+    state: &mut CleanerState,
+    policy: &CompactionPolicy,
+    now_ms: i64,
+    throttle: &Throttle,
+    stop_swap_after: Option<usize>,
+) -> Result<CompactionReport, CompactionError> {
+    let segments: Vec<Arc<Segment>> = shared.segments.read().values().cloned().collect();
+    let Some((_active, closed)) = segments.split_last() else {
+        return Ok(CompactionReport::default());
+    };
+    let lag_cutoff = now_ms.saturating_sub(policy.min_compaction_lag_ms.max(0));
+    let cleanable_len = closed
+        .iter()
+        .take_while(|s| s.snapshot().max_timestamp.is_none_or(|t| t <= lag_cutoff))
+        .count();
+    let cleanable = &closed[..cleanable_len];
+    let clean_end = segments[cleanable_len].base_offset();
+    let (dirty, total) = dirty_bytes(cleanable, state.clean_offset);
+    let mut report = CompactionReport {
+        dirty_ratio: ratio(dirty, total),
+        ..CompactionReport::default()
+    };
+    let worthwhile = dirty > 0 && report.dirty_ratio >= policy.min_cleanable_dirty_ratio;
+    let due = state.tombstones_due(now_ms, policy.delete_retention_ms);
+    if cleanable.is_empty() || !(worthwhile || due) {
+        return Ok(report);
+    }
+    let horizon = state.tombstone_horizon(now_ms, policy.delete_retention_ms);
+    let retention = Retention::build(cleanable, horizon, throttle).await?;
+    let (segment_bytes, index_interval_bytes) = {
+        let config = shared.config.read();
+        (config.segment_bytes, config.index_interval_bytes)
+    };
+    let mut tombstones_kept = 0;
+    for group in group_segments(cleanable, segment_bytes) {
+        let tally = retention.tally(&group)?;
+        tombstones_kept += tally.tombstones_kept;
+        if tally.dropped == 0 && group.len() == 1 {
+            continue;
+        }
+        let base_offset = group[0].base_offset();
+        let before: u64 = group.iter().map(|s| s.snapshot().durable_size).sum();
+        let written = write_group(
+            &shared.io,
+            &shared.dir,
+            &group,
+            &retention,
+            index_interval_bytes,
+            throttle,
+        )
+        .await;
+        let new_state = match written {
+            Ok(new_state) => new_state,
+            Err(error) => {
+                discard_cleaned(shared, base_offset).await;
+                return Err(error);
+            }
+        };
+        let after = new_state.durable_size;
+        let plan = SwapPlan {
+            base_offset,
+            replaces: group.iter().map(|s| s.base_offset()).collect(),
+        };
+        let (reply, response) = oneshot::channel();
+        let command = Command::Swap {
+            plan,
+            state: new_state,
+            stop_after: stop_swap_after,
+            reply,
+        };
+        commands
+            .send(command)
+            .await
+            .map_err(|_| CompactionError::Closed)?;
+        let swapped = response.await.map_err(|_| CompactionError::Closed)??;
+        if !swapped {
+            if stop_swap_after.is_some() {
+                return Ok(report);
+            }
+            continue;
+        }
+        report.segments_rewritten += group.len();
+        report.records_removed += tally.dropped;
+        report.tombstones_removed += tally.tombstones_dropped;
+        report.bytes_reclaimed += before.saturating_sub(after);
+    }
+    report.ran = true;
+    let pass = Pass {
+        clean_offset: clean_end,
+        at_ms: now_ms,
+        tombstones_kept,
+    };
+    state.record_pass(pass, policy.delete_retention_ms, report.bytes_reclaimed);
+    state::save(&shared.io, &shared.dir, state).await?;
+    Ok(report)
+}
+
+/// On the writer task: replaces the group's segments by the new one, on disk (see [`swap`]) and
+/// then in the segment map. Returns false, and removes the new files, when a replaced segment
+/// is gone meanwhile (retention or delete-records removed it).
+pub(crate) async fn install(
+    shared: &Shared,
+    plan: &SwapPlan,
+    state: SegmentState,
+    stop_after: Option<usize>,
+) -> Result<bool, CompactionError> {
+    let intact = {
+        let segments = shared.segments.read();
+        let active = segments.keys().next_back().copied();
+        plan.replaces
+            .iter()
+            .all(|base| segments.contains_key(base) && Some(*base) != active)
+    };
+    if !intact {
+        discard_cleaned(shared, plan.base_offset).await;
+        return Ok(false);
+    }
+    if !swap::execute(&shared.io, &shared.dir, plan, stop_after).await? {
+        return Ok(false);
+    }
+    let mut files = Vec::with_capacity(3);
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        let path = shared.dir.join(segment_file_name(plan.base_offset, suffix));
+        files.push(shared.io.open(&path, OpenMode::ReadWrite).await?);
+    }
+    let [log, index, time]: [_; 3] = files.try_into().map_err(|_| CompactionError::Closed)?;
+    let map_len = usize::try_from(state.durable_size).unwrap_or(usize::MAX);
+    let segment = Segment::from_parts(
+        &shared.dir,
+        plan.base_offset,
+        [log, index, time],
+        map_len,
+        state,
+    )?;
+    let mut segments = shared.segments.write();
+    for base in &plan.replaces {
+        segments.remove(base);
+    }
+    segments.insert(plan.base_offset, Arc::new(segment));
+    Ok(true)
+}
+
+/// Removes the temporary files of a group that will not be swapped in.
+async fn discard_cleaned(shared: &Shared, base_offset: u64) {
+    for path in cleaned_paths(&shared.dir, base_offset) {
+        if let Err(error) = remove_if_exists(&shared.io, &path).await {
+            tracing::warn!(%error, "could not remove a cleaner's temporary file");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
