@@ -39,9 +39,9 @@ pub use records::{
     ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
 pub use topics::{
-    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ConfigUpdateValue, ConfigValue,
-    CreateTopicRequest, PartitionDescription, TopicDescription, TopicList, TopicSummary,
-    UpdateTopicConfigsRequest,
+    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, ConfigUpdateValue,
+    ConfigValue, CreateTopicRequest, PartitionDescription, SegmentInfo, SegmentList,
+    SegmentLocation, TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
 };
 
 #[cfg(test)]
@@ -80,6 +80,10 @@ mod tests {
         ConfigUpdateValue,
         ConfigValue,
         CleanerStatus,
+        ColdCacheStats,
+        SegmentInfo,
+        SegmentList,
+        SegmentLocation,
         CreateTopicRequest,
         PartitionDescription,
         TopicDescription,
@@ -118,6 +122,10 @@ mod tests {
         "ConfigUpdateValue",
         "ConfigValue",
         "CleanerStatus",
+        "ColdCacheStats",
+        "SegmentInfo",
+        "SegmentList",
+        "SegmentLocation",
         "CreateTopicRequest",
         "PartitionDescription",
         "TopicDescription",

@@ -17,7 +17,10 @@ pub struct OffsetsQuery {
 
 /// The offset bounds of a partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[schema(examples(json!({"earliest": 100, "latest": 1200, "log_end": 1200})))]
+#[schema(examples(
+    json!({"earliest": 100, "latest": 1200, "log_end": 1200}),
+    json!({"earliest": 0, "latest": 1200, "log_end": 1200, "earliest_local": 900, "latest_tiered": 1000})
+))]
 pub struct PartitionOffsets {
     /// First offset still readable (log start offset).
     pub earliest: u64,
@@ -27,6 +30,13 @@ pub struct PartitionOffsets {
     /// The offset the next appended record will get. Equals `latest` once every appended
     /// record is committed.
     pub log_end: u64,
+    /// Tiered topics: first offset held on the local disk; below it reads come from the
+    /// bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_local: Option<u64>,
+    /// Tiered topics: the offset after the last record uploaded to the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_tiered: Option<u64>,
 }
 
 /// The answer to a timestamp lookup.
@@ -79,10 +89,21 @@ mod tests {
             earliest: 1,
             latest: 2,
             log_end: 3,
+            earliest_local: None,
+            latest_tiered: None,
         };
         assert_eq!(
             serde_json::to_value(&offsets).unwrap(),
             json!({"earliest": 1, "latest": 2, "log_end": 3})
+        );
+        let tiered = PartitionOffsets {
+            earliest_local: Some(2),
+            latest_tiered: Some(2),
+            ..offsets
+        };
+        assert_eq!(
+            serde_json::to_value(&tiered).unwrap(),
+            json!({"earliest": 1, "latest": 2, "log_end": 3, "earliest_local": 2, "latest_tiered": 2})
         );
     }
 }

@@ -274,3 +274,73 @@ mod tests {
         );
     }
 }
+
+/// Where a segment's records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentLocation {
+    /// Only on the local disk (not uploaded yet, or the topic is not tiered).
+    Local,
+    /// Only in the bucket (local retention removed the local copy).
+    Remote,
+    /// On the local disk and in the bucket.
+    Both,
+}
+
+/// One segment of a partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SegmentInfo {
+    /// Offset of its first record (and its file name).
+    pub base_offset: u64,
+    /// Offset after its last record (for the active segment, the log end).
+    pub end_offset: u64,
+    /// Bytes of record data.
+    pub size_bytes: u64,
+    /// Largest record timestamp, absent while empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timestamp: Option<i64>,
+    /// Where it lives.
+    pub location: SegmentLocation,
+    /// True for the segment appends go to.
+    pub active: bool,
+}
+
+/// Statistics of the cold-read cache (shared by every tiered partition of the server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ColdCacheStats {
+    /// Chunk reads answered from memory.
+    pub hits: u64,
+    /// Chunk reads that needed a GET.
+    pub misses: u64,
+    /// Ranged GETs issued (read-ahead included).
+    pub gets: u64,
+    /// Bytes fetched from the bucket.
+    pub bytes_fetched: u64,
+    /// Bytes held in the cache now.
+    pub bytes_cached: u64,
+    /// Chunks evicted to stay within the size limit.
+    pub evictions: u64,
+    /// GETs started by read-ahead.
+    pub read_ahead_gets: u64,
+}
+
+/// Response of `GET /v1/topics/{topic}/partitions/{partition}/segments`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(examples(json!({
+    "segments": [
+        {"base_offset": 0, "end_offset": 1000, "size_bytes": 1048576, "max_timestamp": 1764547200000_i64, "location": "remote", "active": false},
+        {"base_offset": 1000, "end_offset": 2000, "size_bytes": 1048576, "max_timestamp": 1764547260000_i64, "location": "both", "active": false},
+        {"base_offset": 2000, "end_offset": 2100, "size_bytes": 104857, "max_timestamp": 1764547270000_i64, "location": "local", "active": true}
+    ],
+    "tiered": true,
+    "cache": {"hits": 10, "misses": 2, "gets": 4, "bytes_fetched": 4194304, "bytes_cached": 4194304, "evictions": 0, "read_ahead_gets": 2}
+})))]
+pub struct SegmentList {
+    /// Segments, oldest first.
+    pub segments: Vec<SegmentInfo>,
+    /// Whether the topic uploads to tiered storage.
+    pub tiered: bool,
+    /// Cold-read cache statistics (tiered topics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<ColdCacheStats>,
+}

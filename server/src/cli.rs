@@ -19,6 +19,8 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once at start-up: the size of the settings variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run the server. Settings: defaults < --config TOML file < STRATA_* variables < flags.
     Serve(ConfigArgs),

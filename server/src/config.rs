@@ -44,6 +44,19 @@ pub struct Config {
     pub retention_check_interval_ms: u64,
     /// Bytes per second the compaction cleaner may read plus write; 0 = unlimited.
     pub cleaner_io_max_bytes_per_second: u64,
+    /// Object store for tiered topics: a folder, `file:///path` or `s3://bucket/prefix`; empty
+    /// means `<data_dir>/tiered`.
+    pub tiered_storage_url: String,
+    /// S3 endpoint of an S3-compatible server; empty: AWS (or `AWS_ENDPOINT_URL`).
+    pub tiered_storage_s3_endpoint: String,
+    /// S3 region; empty: `AWS_REGION`, else us-east-1.
+    pub tiered_storage_s3_region: String,
+    /// Period of the tiering sweep (uploads, local and remote retention) in ms.
+    pub tiering_interval_ms: u64,
+    /// Bytes of remote data cached in memory for cold reads.
+    pub tiering_chunk_cache_bytes: u64,
+    /// Age in ms after which objects no manifest references are deleted.
+    pub tiering_orphan_grace_ms: u64,
 }
 
 impl Default for Config {
@@ -61,6 +74,12 @@ impl Default for Config {
             shutdown_timeout_ms: limits::SHUTDOWN_TIMEOUT_MS,
             retention_check_interval_ms: limits::RETENTION_CHECK_INTERVAL_MS,
             cleaner_io_max_bytes_per_second: 0,
+            tiered_storage_url: String::new(),
+            tiered_storage_s3_endpoint: String::new(),
+            tiered_storage_s3_region: String::new(),
+            tiering_interval_ms: 5_000,
+            tiering_chunk_cache_bytes: 256 << 20,
+            tiering_orphan_grace_ms: 3_600_000,
         }
     }
 }
@@ -108,6 +127,24 @@ pub struct ConfigArgs {
     /// Compaction I/O limit in bytes per second (0 = unlimited).
     #[arg(long, env = "STRATA_CLEANER_IO_MAX_BYTES_PER_SECOND")]
     pub cleaner_io_max_bytes_per_second: Option<u64>,
+    /// Tiered storage: folder, file:///path or s3://bucket/prefix.
+    #[arg(long, env = "STRATA_TIERED_STORAGE_URL")]
+    pub tiered_storage_url: Option<String>,
+    /// S3 endpoint for S3-compatible servers.
+    #[arg(long, env = "STRATA_TIERED_STORAGE_S3_ENDPOINT")]
+    pub tiered_storage_s3_endpoint: Option<String>,
+    /// S3 region.
+    #[arg(long, env = "STRATA_TIERED_STORAGE_S3_REGION")]
+    pub tiered_storage_s3_region: Option<String>,
+    /// Tiering sweep period in ms.
+    #[arg(long, env = "STRATA_TIERING_INTERVAL_MS")]
+    pub tiering_interval_ms: Option<u64>,
+    /// Cold-read cache size in bytes.
+    #[arg(long, env = "STRATA_TIERING_CHUNK_CACHE_BYTES")]
+    pub tiering_chunk_cache_bytes: Option<u64>,
+    /// Orphaned-object grace period in ms.
+    #[arg(long, env = "STRATA_TIERING_ORPHAN_GRACE_MS")]
+    pub tiering_orphan_grace_ms: Option<u64>,
 }
 
 /// Why the configuration cannot be used.
@@ -160,10 +197,28 @@ impl Config {
             sse_ping_interval_ms,
             shutdown_timeout_ms,
             retention_check_interval_ms,
-            cleaner_io_max_bytes_per_second
+            cleaner_io_max_bytes_per_second,
+            tiered_storage_url,
+            tiered_storage_s3_endpoint,
+            tiered_storage_s3_region,
+            tiering_interval_ms,
+            tiering_chunk_cache_bytes,
+            tiering_orphan_grace_ms
         );
         config.validate()?;
         Ok(config)
+    }
+
+    /// The tiering part of the settings.
+    pub fn tiering_settings(&self) -> crate::tiering::TieringSettings {
+        crate::tiering::TieringSettings {
+            url: self.tiered_storage_url.clone(),
+            s3_endpoint: self.tiered_storage_s3_endpoint.clone(),
+            s3_region: self.tiered_storage_s3_region.clone(),
+            interval_ms: self.tiering_interval_ms,
+            chunk_cache_bytes: self.tiering_chunk_cache_bytes,
+            orphan_grace_ms: i64::try_from(self.tiering_orphan_grace_ms).unwrap_or(i64::MAX),
+        }
     }
 
     /// Reads a TOML file over the defaults.

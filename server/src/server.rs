@@ -21,6 +21,7 @@ use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
 use crate::log::compaction::throttle::Throttle;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
+use crate::tiering::Tiering;
 use crate::topics::catalog::{Catalog, CatalogError};
 
 /// Why the server could not start or stopped with an error.
@@ -47,6 +48,9 @@ pub enum StartError {
     /// Consumer-group state could not be loaded.
     #[error("consumer groups: {0}")]
     Groups(String),
+    /// Tiered storage could not be opened or restored from.
+    #[error("{0}")]
+    Tiering(String),
     /// Serving failed.
     #[error("http server: {0}")]
     Serve(#[source] std::io::Error),
@@ -78,6 +82,16 @@ pub async fn build_state(
         )
         .await?,
     );
+    let tiering = Tiering::open(config.tiering_settings(), &data_dir, Arc::clone(&clock))
+        .await
+        .map_err(|error| StartError::Tiering(error.to_string()))?;
+    let restored = tiering
+        .restore(&catalog)
+        .await
+        .map_err(|error| StartError::Tiering(error.to_string()))?;
+    if !restored.topics.is_empty() {
+        tracing::info!(topics = ?restored.topics, "restored topics from tiered storage");
+    }
     let producers = Arc::new(ProducerRegistry::open(&data_dir, io.clone())?);
     let offsets_topic = match catalog.get(OFFSETS_TOPIC) {
         Some(topic) => topic,
@@ -97,6 +111,7 @@ pub async fn build_state(
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
     Ok(AppState {
         catalog,
+        tiering,
         producers,
         coordinator,
         offsets,
@@ -142,6 +157,10 @@ pub async fn run_with_clock(
         state.config.retention_check_interval_ms,
         Arc::new(Throttle::new(state.config.cleaner_io_max_bytes_per_second)),
     ));
+    let tiering = tokio::spawn(crate::tiering::sync::run(
+        Arc::clone(&state.tiering),
+        Arc::clone(&state.catalog),
+    ));
     let app = router(state);
     let stopping = stop_sender.clone();
     let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -164,6 +183,7 @@ pub async fn run_with_clock(
     };
     expiry.abort();
     cleaner.abort();
+    tiering.abort();
     catalog.close().await;
     tracing::info!("stopped cleanly");
     result

@@ -11,4 +11,5 @@ mod groups;
 mod idempotence;
 mod produce_fetch;
 mod streaming;
+mod tiering;
 mod topics;

@@ -41,6 +41,8 @@ pub struct ServerOptions {
     pub args: Vec<String>,
     /// Data directory to use; `None`: a fresh temporary directory owned by the server.
     pub data_dir: Option<PathBuf>,
+    /// Extra environment variables (S3 credentials, for instance).
+    pub env: Vec<(String, String)>,
 }
 
 impl ServerOptions {
@@ -49,6 +51,7 @@ impl ServerOptions {
         Self {
             args: args.iter().map(|a| (*a).to_string()).collect(),
             data_dir: None,
+            env: Vec::new(),
         }
     }
 }
@@ -58,6 +61,7 @@ pub struct Server {
     child: Option<Child>,
     address: SocketAddr,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     data_dir: PathBuf,
     _temp: Option<TempDir>,
     stderr: Arc<Mutex<String>>,
@@ -86,6 +90,7 @@ impl Server {
             child: None,
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             args: options.args,
+            env: options.env,
             data_dir,
             _temp: temp,
             stderr: Arc::new(Mutex::new(String::new())),
@@ -109,6 +114,7 @@ impl Server {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -21,7 +21,10 @@ pub async fn enforce_retention(catalog: &Catalog, clock: &dyn Clock) -> Retentio
     let mut report = RetentionReport::default();
     for topic in catalog.list() {
         let config = topic.config();
+        // Tiered topics: the tiering sweep applies local and total retention, because a local
+        // segment may only go once the bucket holds it.
         if !config.cleanup_policy.deletes()
+            || config.remote_storage_enable
             || (config.retention_ms < 0 && config.retention_bytes < 0)
         {
             continue;

@@ -145,6 +145,26 @@ impl From<ReadError> for ApiError {
     }
 }
 
+impl From<crate::tiering::TieringError> for ApiError {
+    fn from(error: crate::tiering::TieringError) -> Self {
+        match &error {
+            crate::tiering::TieringError::Corrupt { .. } => {
+                ApiError::internal(ErrorCode::Corrupt, &error)
+            }
+            _ => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+        }
+    }
+}
+
+impl From<crate::tiering::tiered_log::TieredReadError> for ApiError {
+    fn from(error: crate::tiering::tiered_log::TieredReadError) -> Self {
+        match error {
+            crate::tiering::tiered_log::TieredReadError::Local(error) => error.into(),
+            crate::tiering::tiered_log::TieredReadError::Remote(error) => error.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,9 +30,10 @@ use super::AppState;
 use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
-use super::produce::{RECORD_BATCHES, partition_not_found};
+use super::produce::RECORD_BATCHES;
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
-use crate::log::{LogOffsets, Partition, RecordBatch};
+use crate::log::{LogOffsets, RecordBatch};
+use crate::tiering::tiered_log::TieredLog;
 
 const NDJSON: &str = "application/x-ndjson";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -76,9 +77,7 @@ pub async fn fetch(
 ) -> Result<Response, ApiError> {
     let format = negotiate(&headers)?;
     let topic = state.topic(&topic)?;
-    let log = topic
-        .partition(partition)
-        .ok_or_else(|| partition_not_found(&topic, partition))?;
+    let log = Arc::new(state.tiered_log(&topic, partition).await?);
     if query.offset.is_some() && query.timestamp.is_some() {
         return Err(ApiError::new(
             ErrorCode::BadQuery,
@@ -115,7 +114,8 @@ pub async fn fetch(
     ) {
         (Some(offset), _, _) | (None, Some(offset), _) => offset,
         (None, None, Some(timestamp)) => log
-            .offset_for_timestamp(timestamp)?
+            .offset_for_timestamp(timestamp)
+            .await?
             .unwrap_or_else(|| log.offsets().high_watermark),
         (None, None, None) => log.offsets().log_start_offset,
     };
@@ -179,7 +179,7 @@ fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
     ))
 }
 
-fn check_range(log: &Partition, offset: u64) -> Result<(), ApiError> {
+fn check_range(log: &TieredLog, offset: u64) -> Result<(), ApiError> {
     let offsets = log.offsets();
     if offset < offsets.log_start_offset || offset > offsets.high_watermark {
         return Err(ApiError::out_of_range(
@@ -192,7 +192,7 @@ fn check_range(log: &Partition, offset: u64) -> Result<(), ApiError> {
 }
 
 /// Waits until records at `offset` are readable, `wait` has passed, or the server shuts down.
-async fn wait_for_data(state: &AppState, log: &Partition, offset: u64, wait: Duration) {
+async fn wait_for_data(state: &AppState, log: &TieredLog, offset: u64, wait: Duration) {
     if wait.is_zero() {
         return;
     }
@@ -207,7 +207,7 @@ async fn wait_for_data(state: &AppState, log: &Partition, offset: u64, wait: Dur
 
 /// Decodes records from `request.offset` on, within the byte and record budgets.
 pub(crate) async fn read_records(
-    log: &Partition,
+    log: &TieredLog,
     request: &FetchRequest,
 ) -> Result<FetchResponse, ApiError> {
     let mut records: Vec<FetchedRecord> = Vec::new();
@@ -254,7 +254,7 @@ pub(crate) async fn read_records(
     })
 }
 
-async fn batches(log: &Partition, offset: u64, max_bytes: u64) -> Result<Response, ApiError> {
+async fn batches(log: &TieredLog, offset: u64, max_bytes: u64) -> Result<Response, ApiError> {
     let slice = log.read(offset, max_bytes).await?;
     let mut response = Response::new(Body::from(slice.data));
     let headers = response.headers_mut();
@@ -270,7 +270,7 @@ async fn batches(log: &Partition, offset: u64, max_bytes: u64) -> Result<Respons
     Ok(response)
 }
 
-fn ndjson(log: Arc<Partition>, request: FetchRequest) -> Response {
+fn ndjson(log: Arc<TieredLog>, request: FetchRequest) -> Response {
     let stream = async_stream::stream! {
         match read_records(&log, &request).await {
             Ok(response) => {
@@ -294,7 +294,7 @@ fn ndjson(log: Arc<Partition>, request: FetchRequest) -> Response {
 }
 
 /// Follows the partition's tail until the client leaves or the server shuts down.
-fn sse(state: AppState, log: Arc<Partition>, request: FetchRequest) -> impl IntoResponse {
+fn sse(state: AppState, log: Arc<TieredLog>, request: FetchRequest) -> impl IntoResponse {
     let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
     let mut shutdown = state.shutdown.clone();
     let stream = async_stream::stream! {

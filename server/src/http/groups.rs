@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -27,7 +26,8 @@ use super::fetch::{FetchRequest, read_records};
 use crate::groups::assignment::{AssignmentStrategy, TopicPartition};
 use crate::groups::coordinator::{AutoOffsetReset, GroupError, JoinRequest, MemberView, PollGrant};
 use crate::groups::offsets::{Commit, OffsetStoreError};
-use crate::log::{LogOffsets, Partition, RecordBatch};
+use crate::log::{LogOffsets, RecordBatch};
+use crate::tiering::tiered_log::TieredLog;
 
 impl From<GroupError> for ApiError {
     fn from(error: GroupError) -> Self {
@@ -279,7 +279,7 @@ fn start_offset(
     state: &AppState,
     group: &str,
     (topic, partition): &TopicPartition,
-    log: &Partition,
+    log: &TieredLog,
     position: Option<u64>,
     reset: AutoOffsetReset,
 ) -> Result<u64, ApiError> {
@@ -324,7 +324,10 @@ async fn read_for_member(
 ) -> Result<MemberFetchResponse, ApiError> {
     let mut plans = Vec::new();
     for (tp, position) in &grant.positions {
-        let Some(log) = state.catalog.get(&tp.0).and_then(|t| t.partition(tp.1)) else {
+        let Some(topic) = state.catalog.get(&tp.0) else {
+            continue;
+        };
+        let Ok(log) = state.tiered_log(&topic, tp.1).await else {
             continue;
         };
         let start = start_offset(state, group, tp, &log, *position, grant.auto_offset_reset)?;
@@ -385,11 +388,7 @@ async fn read_for_member(
 }
 
 /// Waits until any of the partitions has records past its start, `wait` passes, or shutdown.
-async fn wait_any(
-    state: &AppState,
-    plans: &[(TopicPartition, Arc<Partition>, u64)],
-    wait: Duration,
-) {
+async fn wait_any(state: &AppState, plans: &[(TopicPartition, TieredLog, u64)], wait: Duration) {
     if plans.is_empty() {
         return;
     }
@@ -724,7 +723,7 @@ pub async fn lag(
 }
 
 /// Age of the first record at or after `offset` (from the log start when retention removed it).
-async fn record_age(log: &Partition, offset: u64, now: i64) -> i64 {
+async fn record_age(log: &crate::log::Partition, offset: u64, now: i64) -> i64 {
     let start = offset.max(log.offsets().log_start_offset);
     let Ok(slice) = log.read(start, 1).await else {
         return 0;

@@ -44,6 +44,8 @@ use error::ApiError;
 pub struct AppState {
     /// Topics and partitions.
     pub catalog: Arc<Catalog>,
+    /// Tiered storage (uploads run for topics with `remote_storage_enable`).
+    pub tiering: Arc<crate::tiering::Tiering>,
     /// Idempotent-producer ids.
     pub producers: Arc<ProducerRegistry>,
     /// Consumer-group membership.
@@ -71,6 +73,32 @@ impl AppState {
         self.catalog.get(name).ok_or_else(|| {
             ApiError::new(ErrorCode::TopicNotFound, format!("topic {name} not found"))
         })
+    }
+
+    /// A partition as readers see it: local, plus the bucket for tiered topics.
+    ///
+    /// # Errors
+    /// 404 for an unknown partition; 503 when a tiered partition's manifest cannot be loaded.
+    pub async fn tiered_log(
+        &self,
+        topic: &Arc<Topic>,
+        partition: u32,
+    ) -> Result<crate::tiering::tiered_log::TieredLog, ApiError> {
+        let log = topic
+            .partition(partition)
+            .ok_or_else(|| produce::partition_not_found(topic, partition))?;
+        if !topic.config().remote_storage_enable {
+            return Ok(crate::tiering::tiered_log::TieredLog::local(log));
+        }
+        let remote = self
+            .tiering
+            .remote(topic.name(), partition, log.offsets().log_start_offset)
+            .await?;
+        Ok(crate::tiering::tiered_log::TieredLog::tiered(
+            log,
+            Arc::clone(&self.tiering),
+            remote,
+        ))
     }
 
     /// A partition, or 404 `topic_not_found` / `partition_not_found`.
@@ -120,6 +148,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/topics/{topic}/partitions/{partition}/offsets",
             get(offsets::offsets),
+        )
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/segments",
+            get(topics::list_segments),
         )
         .route(
             "/v1/topics/{topic}/partitions/{partition}/delete-records",

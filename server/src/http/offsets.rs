@@ -31,19 +31,28 @@ pub async fn offsets(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<OffsetsQuery>,
 ) -> Result<Json<OffsetsResponse>, ApiError> {
-    let partition = state.partition(&topic, partition)?;
+    let topic = state.topic(&topic)?;
+    let log = state.tiered_log(&topic, partition).await?;
     if let Some(timestamp) = query.timestamp {
-        let offset = partition.offset_for_timestamp(timestamp)?;
+        let offset = log.offset_for_timestamp(timestamp).await?;
         return Ok(Json(OffsetsResponse::Timestamp(TimestampOffset {
             timestamp,
             offset,
         })));
     }
-    let offsets = partition.offsets();
+    let offsets = log.offsets();
+    let tiered = log.remote().map(|remote| {
+        (
+            log.partition().offsets().log_start_offset,
+            remote.manifest().next_offset(),
+        )
+    });
     Ok(Json(OffsetsResponse::Offsets(PartitionOffsets {
         earliest: offsets.log_start_offset,
         latest: offsets.high_watermark,
         log_end: offsets.log_end_offset,
+        earliest_local: tiered.map(|(local, _)| local),
+        latest_tiered: tiered.map(|(_, uploaded)| uploaded),
     })))
 }
 
@@ -69,7 +78,17 @@ pub async fn delete_records(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiJson(request): ApiJson<DeleteRecordsRequest>,
 ) -> Result<Json<DeleteRecordsResponse>, ApiError> {
-    let partition = state.partition(&topic, partition)?;
-    let log_start_offset = partition.delete_records(request.offset).await?;
-    Ok(Json(DeleteRecordsResponse { log_start_offset }))
+    let topic = state.topic(&topic)?;
+    let log = state.tiered_log(&topic, partition).await?;
+    let local = log.partition();
+    let log_start_offset = local.delete_records(request.offset).await?;
+    if log.remote().is_some() {
+        state
+            .tiering
+            .delete_records(topic.name(), partition, local, request.offset)
+            .await?;
+    }
+    Ok(Json(DeleteRecordsResponse {
+        log_start_offset: log.offsets().log_start_offset.max(log_start_offset),
+    }))
 }

@@ -27,6 +27,7 @@ use super::AppState;
         super::topics::update_configs,
         super::topics::add_partitions,
         super::topics::delete_topic,
+        super::topics::list_segments,
         super::produce::produce_to_topic,
         super::produce::produce_to_partition,
         super::fetch::fetch,

@@ -6,9 +6,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use strata_openapi::{
-    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, CreateTopicRequest, ErrorBody,
-    ErrorCode, PartitionDescription, TopicDescription, TopicList, TopicSummary,
-    UpdateTopicConfigsRequest,
+    AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, CreateTopicRequest,
+    ErrorBody, ErrorCode, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation,
+    TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
 };
 
 use super::AppState;
@@ -153,7 +153,84 @@ pub async fn delete_topic(
         ));
     }
     state.catalog.delete(&topic).await?;
+    // The bucket may hold the topic even if tiering is off now: never let a restore revive it.
+    state.tiering.delete_topic(&topic).await;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The segments of a partition and where each lives: on the local disk, in the bucket, or
+/// both (tiered topics), with the cold-read cache statistics.
+#[utoipa::path(get, path = "/v1/topics/{topic}/partitions/{partition}/segments", tag = "topics",
+    params(("topic" = String, Path, description = "Topic name"),
+           ("partition" = u32, Path, description = "Partition number")),
+    responses(
+        (status = 200, description = "Segments, oldest first", body = SegmentList),
+        (status = 400, description = "Bad path", body = ErrorBody),
+        (status = 404, description = "No such topic or partition", body = ErrorBody),
+        (status = 503, description = "Tiered storage unavailable", body = ErrorBody),
+    ))]
+pub async fn list_segments(
+    State(state): State<AppState>,
+    ApiPath((topic, partition)): ApiPath<(String, u32)>,
+) -> Result<Json<SegmentList>, ApiError> {
+    let topic = state.topic(&topic)?;
+    let log = state.tiered_log(&topic, partition).await?;
+    let local = log.partition().segments();
+    let log_end = log.partition().offsets().log_end_offset;
+    let manifest = log.remote().map(|remote| remote.manifest());
+    let uploaded_end = manifest.as_ref().map_or(0, |m| m.next_offset());
+    let local_start = local.first().map_or(log_end, |s| s.base_offset);
+    let mut segments: Vec<SegmentInfo> = Vec::new();
+    if let Some(manifest) = &manifest {
+        for remote in manifest
+            .segments
+            .iter()
+            .filter(|s| s.base_offset < local_start)
+        {
+            segments.push(SegmentInfo {
+                base_offset: remote.base_offset,
+                end_offset: remote.last_offset + 1,
+                size_bytes: remote.size,
+                max_timestamp: Some(remote.max_timestamp),
+                location: SegmentLocation::Remote,
+                active: false,
+            });
+        }
+    }
+    for (i, segment) in local.iter().enumerate() {
+        let end_offset = local.get(i + 1).map_or(log_end, |next| next.base_offset);
+        let active = i + 1 == local.len();
+        let uploaded = manifest.is_some() && !active && end_offset <= uploaded_end;
+        segments.push(SegmentInfo {
+            base_offset: segment.base_offset,
+            end_offset,
+            size_bytes: segment.durable_size,
+            max_timestamp: segment.max_timestamp,
+            location: if uploaded {
+                SegmentLocation::Both
+            } else {
+                SegmentLocation::Local
+            },
+            active,
+        });
+    }
+    let cache = manifest.as_ref().map(|_| {
+        let stats = state.tiering.cache_stats();
+        ColdCacheStats {
+            hits: stats.hits,
+            misses: stats.misses,
+            gets: stats.gets,
+            bytes_fetched: stats.bytes_fetched,
+            bytes_cached: stats.bytes_cached,
+            evictions: stats.evictions,
+            read_ahead_gets: stats.read_ahead_gets,
+        }
+    });
+    Ok(Json(SegmentList {
+        segments,
+        tiered: manifest.is_some(),
+        cache,
+    }))
 }
 
 /// The API view of a topic.

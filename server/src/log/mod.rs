@@ -70,7 +70,8 @@ pub use batch::{
 };
 pub use config::LogConfig;
 pub use partition::{
-    Acks, AppendError, BatchAck, CloseError, LogOffsets, OpenError, Partition, ReadError, ReadSlice,
+    Acks, AppendError, BatchAck, CloseError, ClosedSegment, LogOffsets, OpenError, Partition,
+    ReadError, ReadSlice,
 };
 pub use recovery::RecoveryReport;
 

@@ -221,6 +221,20 @@ pub struct ReadSlice {
     pub zero_copy: bool,
 }
 
+/// A closed segment as the uploader sees it.
+#[derive(Debug, Clone)]
+pub struct ClosedSegment {
+    /// Its progress (base offset, size, timestamps).
+    pub snapshot: SegmentSnapshot,
+    /// The next segment's base offset: every offset below it and at or above the base is in
+    /// this segment (or was removed by compaction).
+    pub end_offset: u64,
+    /// Timestamp of its first batch, `None` when empty.
+    pub first_timestamp: Option<i64>,
+    /// `[.log, .index, .timeindex]`.
+    pub paths: [PathBuf; 3],
+}
+
 /// State shared by the handle, the writer task and readers.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -410,6 +424,18 @@ impl Partition {
         retention_bytes: i64,
         now_ms: i64,
     ) -> Option<u64> {
+        self.retention_cut_below(retention_ms, retention_bytes, now_ms, u64::MAX)
+    }
+
+    /// [`Partition::retention_cut`] limited to segments that end at or below `bound`: local
+    /// retention of a tiered topic may only drop segments the bucket already holds.
+    pub fn retention_cut_below(
+        &self,
+        retention_ms: i64,
+        retention_bytes: i64,
+        now_ms: i64,
+        bound: u64,
+    ) -> Option<u64> {
         let segments = self.segments();
         let (_active, closed) = segments.split_last()?;
         let mut remaining: u64 = segments.iter().map(|s| s.durable_size).sum();
@@ -420,13 +446,38 @@ impl Partition {
                     .max_timestamp
                     .is_none_or(|newest| newest < now_ms.saturating_sub(retention_ms));
             let oversized = u64::try_from(retention_bytes).is_ok_and(|limit| remaining > limit);
-            if !(expired || oversized) {
+            let next_base = segments.get(i + 1).map(|next| next.base_offset);
+            if !(expired || oversized) || next_base.is_none_or(|next| next > bound) {
                 break;
             }
             remaining -= segment.durable_size;
-            cut = segments.get(i + 1).map(|next| next.base_offset);
+            cut = next_base;
         }
         cut.filter(|cut| *cut > self.offsets().log_start_offset)
+    }
+
+    /// Closed segments with their files, oldest first, for uploading.
+    pub fn closed_segments(&self) -> Vec<ClosedSegment> {
+        let segments: Vec<Arc<Segment>> = self.shared.segments.read().values().cloned().collect();
+        let Some((_active, closed)) = segments.split_last() else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(closed.len());
+        for (i, segment) in closed.iter().enumerate() {
+            let snapshot = segment.snapshot();
+            let bytes = segment.durable_bytes();
+            let first_timestamp = batch_headers(&bytes)
+                .next()
+                .and_then(Result::ok)
+                .map(|(_, header)| header.first_timestamp);
+            out.push(ClosedSegment {
+                snapshot,
+                end_offset: segments[i + 1].base_offset(),
+                first_timestamp,
+                paths: segment.paths(),
+            });
+        }
+        out
     }
 
     /// Runs one compaction pass if one is due (see [`compaction`]): `now_ms` is the time

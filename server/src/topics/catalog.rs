@@ -26,7 +26,7 @@ use thiserror::Error;
 use super::config::{ConfigErrors, TopicConfig};
 use crate::clock::Clock;
 use crate::io::{Io, IoError};
-use crate::log::meta::write_file_atomically;
+use crate::log::meta::{META_VERSION, PartitionMeta, write_file_atomically, write_meta};
 use crate::log::{LogConfig, OpenError, Partition};
 
 const TOPIC_FILE: &str = "topic.json";
@@ -270,6 +270,32 @@ impl Catalog {
         allow_internal: bool,
     ) -> Result<Arc<Topic>, CatalogError> {
         validate_topic_name(name, allow_internal)?;
+        self.create_with_starts(name, configs, &vec![0; partitions as usize])
+            .await
+    }
+
+    /// Recreates a topic restored from tiered storage: partition `i` starts empty at
+    /// `log_starts[i]`, so new appends continue after the records the bucket holds.
+    ///
+    /// # Errors
+    /// As [`Catalog::create`].
+    pub async fn restore(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, Value>,
+        log_starts: &[u64],
+    ) -> Result<Arc<Topic>, CatalogError> {
+        validate_topic_name(name, false)?;
+        self.create_with_starts(name, configs, log_starts).await
+    }
+
+    async fn create_with_starts(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, Value>,
+        log_starts: &[u64],
+    ) -> Result<Arc<Topic>, CatalogError> {
+        let partitions = u32::try_from(log_starts.len()).unwrap_or(u32::MAX);
         self.check_partition_count(partitions)?;
         let mut config = TopicConfig::default();
         config.apply(configs)?;
@@ -284,7 +310,24 @@ impl Catalog {
         }
         std::fs::create_dir_all(&dir).map_err(|source| dir_error(&dir, source))?;
         let mut opened = Vec::with_capacity(partitions as usize);
-        for number in 0..partitions {
+        for (number, &start) in (0..partitions).zip(log_starts) {
+            if start > 0 {
+                let partition_dir = dir.join(number.to_string());
+                std::fs::create_dir_all(&partition_dir)
+                    .map_err(|source| dir_error(&partition_dir, source))?;
+                let meta = PartitionMeta {
+                    version: META_VERSION,
+                    log_start_offset: start,
+                    recovery_point: start,
+                    clean_shutdown: false,
+                };
+                write_meta(&self.io, &partition_dir, &meta)
+                    .await
+                    .map_err(|e| CatalogError::Corrupt {
+                        path: partition_dir.clone(),
+                        reason: e.to_string(),
+                    })?;
+            }
             opened.push(Arc::new(self.open_partition(&dir, number, &config).await?));
         }
         let file = TopicFile {
@@ -447,7 +490,12 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
         u64::try_from(config.max_message_bytes).unwrap_or(defaults.max_batch_bytes);
     LogConfig {
         segment_bytes: u64::try_from(config.segment_bytes).unwrap_or(defaults.segment_bytes),
-        segment_ms: config.segment_ms,
+        // A tiered topic's quiet segment must roll (and upload) within remote_upload_idle_ms.
+        segment_ms: if config.remote_storage_enable {
+            config.segment_ms.min(config.remote_upload_idle_ms)
+        } else {
+            config.segment_ms
+        },
         index_interval_bytes: u64::try_from(config.index_interval_bytes)
             .unwrap_or(defaults.index_interval_bytes),
         max_batch_bytes: max_batch_bytes.max(crate::log::batch::BATCH_HEADER_LEN as u64),

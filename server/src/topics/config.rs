@@ -190,6 +190,33 @@ pub struct TopicConfig {
     pub min_cleanable_dirty_ratio: f64,
     /// Bytes between sparse index entries.
     pub index_interval_bytes: i64,
+    /// On tiered topics the active segment rolls after this long without filling, so a quiet
+    /// topic's records reach the bucket within it.
+    pub remote_upload_idle_ms: i64,
+    /// Object Lock mode set on every uploaded object, when `remote_object_lock_days > 0`.
+    pub remote_object_lock_mode: ObjectLockMode,
+    /// Days uploaded objects are locked against deletion; 0 = no lock.
+    pub remote_object_lock_days: i64,
+}
+
+/// S3 Object Lock retention mode of uploaded objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectLockMode {
+    /// Users with the `s3:BypassGovernanceRetention` permission may still delete.
+    Governance,
+    /// Nobody can delete before the retain-until date, not even the root account.
+    Compliance,
+}
+
+impl ObjectLockMode {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectLockMode::Governance => "governance",
+            ObjectLockMode::Compliance => "compliance",
+        }
+    }
 }
 
 impl Default for TopicConfig {
@@ -210,6 +237,9 @@ impl Default for TopicConfig {
             remote_storage_enable: false,
             min_cleanable_dirty_ratio: 0.5,
             index_interval_bytes: 4096,
+            remote_upload_idle_ms: 600_000,
+            remote_object_lock_mode: ObjectLockMode::Governance,
+            remote_object_lock_days: 0,
         }
     }
 }
@@ -234,7 +264,7 @@ impl IntRule {
 /// Largest value of Kafka's `int`-typed size settings.
 const INT_MAX: i64 = i32::MAX as i64;
 
-const INT_RULES: [IntRule; 10] = [
+const INT_RULES: [IntRule; 12] = [
     int_rule("retention_ms", UNLIMITED, i64::MAX),
     int_rule("retention_bytes", UNLIMITED, i64::MAX),
     int_rule("segment_bytes", 1024, INT_MAX),
@@ -245,6 +275,8 @@ const INT_RULES: [IntRule; 10] = [
     int_rule("local_retention_ms", USE_RETENTION, i64::MAX),
     int_rule("local_retention_bytes", USE_RETENTION, i64::MAX),
     int_rule("index_interval_bytes", 0, INT_MAX),
+    int_rule("remote_upload_idle_ms", 1, i64::MAX),
+    int_rule("remote_object_lock_days", 0, 36_500),
 ];
 
 const fn int_rule(key: &'static str, min: i64, max: i64) -> IntRule {
@@ -255,10 +287,11 @@ const CLEANUP_POLICY_MESSAGE: &str = r#"must be one of "delete", "compact", "com
 const TIMESTAMP_TYPE_MESSAGE: &str = r#"must be "CreateTime" or "LogAppendTime""#;
 const BOOL_MESSAGE: &str = "must be a boolean (true or false)";
 const RATIO_MESSAGE: &str = "must be a number between 0 and 1";
+const LOCK_MODE_MESSAGE: &str = r#"must be "governance" or "compliance""#;
 
 impl TopicConfig {
     /// Every config key, in declaration order: what `to_map` returns and `apply` accepts.
-    pub const KEYS: [&'static str; 14] = [
+    pub const KEYS: [&'static str; 17] = [
         "retention_ms",
         "retention_bytes",
         "segment_bytes",
@@ -273,6 +306,9 @@ impl TopicConfig {
         "remote_storage_enable",
         "min_cleanable_dirty_ratio",
         "index_interval_bytes",
+        "remote_upload_idle_ms",
+        "remote_object_lock_mode",
+        "remote_object_lock_days",
     ];
 
     /// Applies a set of updates from the API, all or nothing.
@@ -333,6 +369,10 @@ impl TopicConfig {
         map.insert(
             "min_cleanable_dirty_ratio".to_string(),
             Value::from(self.min_cleanable_dirty_ratio),
+        );
+        map.insert(
+            "remote_object_lock_mode".to_string(),
+            Value::from(self.remote_object_lock_mode.as_str()),
         );
         map
     }
@@ -421,6 +461,13 @@ impl TopicConfig {
                     .filter(|r| valid_ratio(*r))
                     .ok_or(RATIO_MESSAGE)?;
             }
+            "remote_object_lock_mode" => {
+                self.remote_object_lock_mode = match value.as_str() {
+                    Some("governance") => ObjectLockMode::Governance,
+                    Some("compliance") => ObjectLockMode::Compliance,
+                    _ => return Err(LOCK_MODE_MESSAGE.to_string()),
+                };
+            }
             _ => return Err(unknown_key_message(key)),
         }
         Ok(())
@@ -438,6 +485,8 @@ impl TopicConfig {
             "local_retention_ms" => &mut self.local_retention_ms,
             "local_retention_bytes" => &mut self.local_retention_bytes,
             "index_interval_bytes" => &mut self.index_interval_bytes,
+            "remote_upload_idle_ms" => &mut self.remote_upload_idle_ms,
+            "remote_object_lock_days" => &mut self.remote_object_lock_days,
             _ => return None,
         })
     }
@@ -980,6 +1029,9 @@ mod tests {
             remote_storage_enable: true,
             min_cleanable_dirty_ratio: 0.1,
             index_interval_bytes: 0,
+            remote_upload_idle_ms: 1_000,
+            remote_object_lock_mode: ObjectLockMode::Compliance,
+            remote_object_lock_days: 30,
         }
     }
 
@@ -1140,6 +1192,13 @@ mod tests {
                         remote_storage_enable: remote,
                         min_cleanable_dirty_ratio: ratio,
                         index_interval_bytes: iib,
+                        remote_upload_idle_ms: sms,
+                        remote_object_lock_mode: if lat {
+                            ObjectLockMode::Compliance
+                        } else {
+                            ObjectLockMode::Governance
+                        },
+                        remote_object_lock_days: iib % 36_500,
                     }
                 },
             )

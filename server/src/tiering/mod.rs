@@ -1,0 +1,343 @@
+//! Tiering glue between the engine and the object store (the `strata-tiering` crate): uploads of
+//! closed segments with their manifest, local and total retention of tiered topics, cold reads of
+//! offsets below the local log start, and restore of topics from the bucket.
+//!
+//! One [`Tiering`] per server. Each tiered partition has a [`RemotePartition`] holding the
+//! newest manifest this server wrote or loaded; readers take a snapshot of it, the background
+//! [`sync`] task replaces it. The manifest is the only thing trusted about the bucket: a segment
+//! is readable remotely once a manifest lists it, and a local segment is deleted only after that.
+
+pub mod cold;
+pub mod restore;
+pub mod sync;
+pub mod tiered_log;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use parking_lot::{Mutex, RwLock};
+use strata_tiering::chunk_cache::{CacheStats, ChunkCache, ChunkCacheConfig};
+use strata_tiering::digest::ChunkDigests;
+use strata_tiering::manifest::{self, Manifest, ManifestError};
+use strata_tiering::object_lock::ObjectLock;
+use strata_tiering::store::{StoreLocation, StoreSettings, TierStore};
+use thiserror::Error;
+
+use crate::clock::Clock;
+use crate::log::offset_index::OffsetIndex;
+
+/// Server settings of tiering (see `Config`).
+#[derive(Debug, Clone)]
+pub struct TieringSettings {
+    /// Object store: a folder, `file:///path` or `s3://bucket/prefix`.
+    pub url: String,
+    /// S3 endpoint of an S3-compatible server (empty: AWS or `AWS_ENDPOINT_URL`).
+    pub s3_endpoint: String,
+    /// S3 region (empty: `AWS_REGION` or the default).
+    pub s3_region: String,
+    /// Period of the upload and retention sweep.
+    pub interval_ms: u64,
+    /// Bytes of remote segment data kept in memory for cold reads.
+    pub chunk_cache_bytes: u64,
+    /// Age after which unreferenced objects are deleted.
+    pub orphan_grace_ms: i64,
+}
+
+/// Why tiering could not start or an operation failed.
+#[derive(Debug, Error)]
+pub enum TieringError {
+    /// The store could not be opened.
+    #[error("tiered storage: {0}")]
+    Open(#[from] strata_tiering::store::OpenStoreError),
+    /// The store failed the conditional-write probe.
+    #[error("tiered storage: {0}")]
+    Probe(#[from] strata_tiering::probe::ProbeError),
+    /// A manifest operation failed (including being fenced by another writer).
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// An upload failed.
+    #[error("tiered storage upload: {0}")]
+    Upload(#[from] strata_tiering::upload::UploadError),
+    /// A cold read failed.
+    #[error("tiered storage read: {0}")]
+    Read(#[from] strata_tiering::chunk_cache::ChunkError),
+    /// The store failed.
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    /// A remote object does not hold what the manifest says.
+    #[error("remote segment {key} is corrupt: {reason}")]
+    Corrupt {
+        /// The object.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Local disk I/O failed.
+    #[error("local file {path}: {reason}")]
+    Local {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// Object Lock could not be applied.
+    #[error("object lock: {0}")]
+    Lock(String),
+    /// This server stopped tiering the partition after losing a manifest race.
+    #[error("tiering of {topic}/{partition} is stopped: {reason}")]
+    Fenced {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: u32,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The tiering state of one partition.
+#[derive(Debug)]
+pub struct RemotePartition {
+    /// Topic.
+    pub topic: String,
+    /// Partition number.
+    pub partition: u32,
+    manifest: RwLock<Arc<Manifest>>,
+    fenced: Mutex<Option<String>>,
+    /// Serialises uploads, retention and delete-records of this partition.
+    pub(crate) work: tokio::sync::Mutex<()>,
+    indexes: Mutex<HashMap<u64, Arc<OffsetIndex>>>,
+    digests: Mutex<HashMap<u64, Arc<ChunkDigests>>>,
+}
+
+/// Parsed remote indexes kept per partition; the raw bytes are in the chunk cache anyway.
+const MAX_CACHED_INDEXES: usize = 64;
+
+impl RemotePartition {
+    fn new(manifest: Manifest) -> Self {
+        Self {
+            topic: manifest.topic.clone(),
+            partition: manifest.partition,
+            manifest: RwLock::new(Arc::new(manifest)),
+            fenced: Mutex::new(None),
+            work: tokio::sync::Mutex::new(()),
+            indexes: Mutex::new(HashMap::new()),
+            digests: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The newest manifest.
+    pub fn manifest(&self) -> Arc<Manifest> {
+        Arc::clone(&self.manifest.read())
+    }
+
+    pub(crate) fn set_manifest(&self, manifest: Manifest) {
+        *self.manifest.write() = Arc::new(manifest);
+    }
+
+    /// Why tiering of this partition stopped, if it did.
+    pub fn fenced(&self) -> Option<String> {
+        self.fenced.lock().clone()
+    }
+
+    pub(crate) fn fence(&self, reason: String) {
+        tracing::error!(topic = %self.topic, partition = self.partition, %reason, "tiering stopped");
+        *self.fenced.lock() = Some(reason);
+    }
+
+    /// The first offset the bucket can serve, if it holds anything at or after its log start.
+    pub fn remote_start(&self) -> Option<u64> {
+        let manifest = self.manifest();
+        manifest
+            .segment_for(manifest.log_start_offset)
+            .map(|_| manifest.log_start_offset)
+    }
+
+    fn cached<T>(map: &Mutex<HashMap<u64, Arc<T>>>, base: u64) -> Option<Arc<T>> {
+        map.lock().get(&base).cloned()
+    }
+
+    fn remember<T>(map: &Mutex<HashMap<u64, Arc<T>>>, base: u64, value: Arc<T>) {
+        let mut map = map.lock();
+        if map.len() >= MAX_CACHED_INDEXES {
+            map.clear();
+        }
+        map.insert(base, value);
+    }
+}
+
+/// The server's connection to tiered storage.
+pub struct Tiering {
+    store: TierStore,
+    objects: Arc<dyn ObjectStore>,
+    cache: ChunkCache,
+    writer: String,
+    lock: Option<ObjectLock>,
+    clock: Arc<dyn Clock>,
+    settings: TieringSettings,
+    partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
+    published_topics: Mutex<HashMap<String, Vec<u8>>>,
+}
+
+impl std::fmt::Debug for Tiering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiering")
+            .field("location", self.store.location())
+            .field("writer", &self.writer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tiering {
+    /// Opens the store (default: `data_dir/tiered`), checks that it honours conditional writes
+    /// and, for S3, connects the Object Lock client.
+    ///
+    /// # Errors
+    /// A bad URL, an unreachable store or one that ignores conditional writes.
+    pub async fn open(
+        settings: TieringSettings,
+        data_dir: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Tiering>, TieringError> {
+        let url = if settings.url.is_empty() {
+            data_dir.join("tiered").display().to_string()
+        } else {
+            settings.url.clone()
+        };
+        let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let store = TierStore::open(&StoreSettings {
+            url,
+            s3_endpoint: nonempty(&settings.s3_endpoint),
+            s3_region: nonempty(&settings.s3_region),
+            s3_credentials: None,
+        })?;
+        Self::with_store(store, settings, clock).await
+    }
+
+    /// [`Tiering::open`] for a store already opened (tests wrap it in a fault injector).
+    ///
+    /// # Errors
+    /// A store that fails the conditional-write probe.
+    pub async fn with_store(
+        store: TierStore,
+        settings: TieringSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Tiering>, TieringError> {
+        let objects = store.scoped();
+        strata_tiering::probe::probe_conditional_writes(objects.as_ref()).await?;
+        let lock = match store.location() {
+            StoreLocation::S3(connection) => Some(ObjectLock::connect(connection).await),
+            StoreLocation::Local { .. } => None,
+        };
+        let cache = ChunkCache::new(
+            Arc::clone(&objects),
+            ChunkCacheConfig {
+                capacity_bytes: settings.chunk_cache_bytes,
+                ..ChunkCacheConfig::default()
+            },
+        )
+        .map_err(|e| TieringError::Lock(format!("chunk cache settings: {e}")))?;
+        let writer = writer_id();
+        tracing::info!(location = ?store.location(), writer, "tiered storage ready");
+        Ok(Arc::new(Tiering {
+            store,
+            objects,
+            cache,
+            writer,
+            lock,
+            clock,
+            settings,
+            partitions: Mutex::new(HashMap::new()),
+            published_topics: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Period of the background sweep.
+    pub fn interval_ms(&self) -> u64 {
+        self.settings.interval_ms
+    }
+
+    /// Cold-read cache statistics.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// The store, scoped to Strata's prefix.
+    pub fn objects(&self) -> &Arc<dyn ObjectStore> {
+        &self.objects
+    }
+
+    /// The partition's tiering state, loading its newest manifest on first use. A partition
+    /// with no manifest starts an empty one at `local_start`.
+    ///
+    /// # Errors
+    /// Store errors and unreadable manifests.
+    pub async fn remote(
+        &self,
+        topic: &str,
+        partition: u32,
+        local_start: u64,
+    ) -> Result<Arc<RemotePartition>, TieringError> {
+        let key = (topic.to_string(), partition);
+        if let Some(found) = self.partitions.lock().get(&key) {
+            return Ok(Arc::clone(found));
+        }
+        let manifest = manifest::load_latest(self.objects.as_ref(), topic, partition)
+            .await?
+            .unwrap_or_else(|| Manifest::empty(topic, partition, &self.writer, local_start));
+        let mut partitions = self.partitions.lock();
+        let entry = partitions
+            .entry(key)
+            .or_insert_with(|| Arc::new(RemotePartition::new(manifest)));
+        Ok(Arc::clone(entry))
+    }
+
+    /// Forgets a deleted topic and removes its objects: `topic.json` first, so a restore can
+    /// never bring the topic back, then everything under its prefix in the background.
+    pub async fn delete_topic(self: &Arc<Self>, topic: &str) {
+        self.partitions.lock().retain(|(t, _), _| t != topic);
+        self.published_topics.lock().remove(topic);
+        let key = strata_tiering::layout::topic_file(topic);
+        if let Err(error) =
+            strata_tiering::store::delete_if_exists(self.objects.as_ref(), &key).await
+        {
+            tracing::warn!(topic, %error, "could not delete the topic's metadata object");
+        }
+        let this = Arc::clone(self);
+        let topic = topic.to_string();
+        tokio::spawn(async move {
+            let root = strata_tiering::layout::topic_root(&topic);
+            match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
+                Ok(objects) => {
+                    for object in objects {
+                        if let Err(error) = strata_tiering::store::delete_if_exists(
+                            this.objects.as_ref(),
+                            &object.location,
+                        )
+                        .await
+                        {
+                            tracing::warn!(key = %object.location, %error, "could not delete a deleted topic's object");
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(topic, %error, "could not list a deleted topic's objects")
+                }
+            }
+        });
+    }
+}
+
+/// A random id for this server process, so its objects never share a key with another writer's.
+fn writer_id() -> String {
+    let random = getrandom::u64().unwrap_or_else(|_| {
+        // Without an entropy source, time and pid still separate two servers in practice.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    format!("{random:016x}")
+}

@@ -1,0 +1,143 @@
+//! One partition as readers see it: the local log, plus the bucket below the local log start
+//! when the topic is tiered. The fetch endpoints read through this, so every format serves cold
+//! offsets the same way as hot ones.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::{RemotePartition, Tiering, TieringError};
+use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
+
+/// A partition's local log and, for tiered topics, its remote part.
+#[derive(Debug, Clone)]
+pub struct TieredLog {
+    local: Arc<Partition>,
+    remote: Option<(Arc<Tiering>, Arc<RemotePartition>)>,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TieredReadError {
+    /// The local read failed.
+    #[error(transparent)]
+    Local(#[from] ReadError),
+    /// The remote read failed.
+    #[error(transparent)]
+    Remote(#[from] TieringError),
+}
+
+impl TieredLog {
+    /// A partition without a remote part.
+    pub fn local(local: Arc<Partition>) -> Self {
+        Self {
+            local,
+            remote: None,
+        }
+    }
+
+    /// A tiered partition.
+    pub fn tiered(
+        local: Arc<Partition>,
+        tiering: Arc<Tiering>,
+        remote: Arc<RemotePartition>,
+    ) -> Self {
+        Self {
+            local,
+            remote: Some((tiering, remote)),
+        }
+    }
+
+    /// The local partition.
+    pub fn partition(&self) -> &Arc<Partition> {
+        &self.local
+    }
+
+    /// The remote part, if the topic is tiered.
+    pub fn remote(&self) -> Option<&Arc<RemotePartition>> {
+        self.remote.as_ref().map(|(_, remote)| remote)
+    }
+
+    /// Offsets with the log start of the whole log: the remote start when the bucket holds
+    /// records below the local start.
+    pub fn offsets(&self) -> LogOffsets {
+        let mut offsets = self.local.offsets();
+        if let Some(start) = self.remote_start()
+            && start < offsets.log_start_offset
+        {
+            offsets.log_start_offset = start;
+        }
+        offsets
+    }
+
+    fn remote_start(&self) -> Option<u64> {
+        self.remote().and_then(|remote| remote.remote_start())
+    }
+
+    /// Changes of the local offsets (new data arrives locally only).
+    pub fn subscribe(&self) -> watch::Receiver<LogOffsets> {
+        self.local.subscribe()
+    }
+
+    /// Like [`Partition::read`], from the bucket below the local log start.
+    ///
+    /// # Errors
+    /// Out of range (against the whole log), local or remote failures.
+    pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, TieredReadError> {
+        let offsets = self.offsets();
+        let local_start = self.local.offsets().log_start_offset;
+        if let Some((tiering, remote)) = &self.remote
+            && offset < local_start
+            && offset >= offsets.log_start_offset
+            && let Some(cold) = tiering.read_cold(remote, offset, max_bytes).await?
+        {
+            return Ok(ReadSlice {
+                data: cold.data,
+                first_offset: cold.first_offset,
+                next_offset: cold.next_offset,
+                offsets,
+                zero_copy: false,
+            });
+        }
+        if offset < local_start && offset >= offsets.log_start_offset {
+            // Between the remote end and the local start (nothing there): continue locally.
+            let mut slice = self.local.read(local_start, max_bytes).await?;
+            slice.offsets.log_start_offset = offsets.log_start_offset;
+            return Ok(slice);
+        }
+        let mut slice = self
+            .local
+            .read(offset, max_bytes)
+            .await
+            .map_err(|error| match error {
+                ReadError::OffsetOutOfRange {
+                    requested, latest, ..
+                } => ReadError::OffsetOutOfRange {
+                    requested,
+                    earliest: offsets.log_start_offset,
+                    latest,
+                },
+                other => other,
+            })?;
+        slice.offsets.log_start_offset = offsets.log_start_offset;
+        Ok(slice)
+    }
+
+    /// The first offset with a timestamp at or after `timestamp`, searching the bucket first
+    /// when the timestamp is older than the local data.
+    ///
+    /// # Errors
+    /// Local or remote failures.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<u64>, TieredReadError> {
+        if let Some((tiering, remote)) = &self.remote
+            && let Some(offset) = tiering.offset_for_timestamp_cold(remote, timestamp).await?
+            && offset < self.local.offsets().log_start_offset
+        {
+            return Ok(Some(offset));
+        }
+        Ok(self.local.offset_for_timestamp(timestamp)?)
+    }
+}

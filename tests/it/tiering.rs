@@ -1,0 +1,358 @@
+//! Tiered storage as a user sees it, against the local folder store and a real S3-compatible
+//! server (SeaweedFS started by `scripts/start-s3.sh`): records read back byte for byte after
+//! local retention removed the local copies, restore into an empty data directory, kill -9
+//! during uploads, and Object Lock.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use object_store::ObjectStoreExt;
+use serde_json::{Value, json};
+use strata_tests::{Api, Server, ServerOptions, eventually};
+use strata_tiering::layout;
+use strata_tiering::manifest::load_latest;
+use strata_tiering::store::{StoreSettings, TierStore, list_sorted};
+use strata_tiering::testing::{s3_test_server, unique_prefix};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Where a test's server tiers to.
+enum TestStore {
+    Local(tempfile::TempDir),
+    S3 { bucket: String, prefix: String },
+}
+
+impl TestStore {
+    fn local() -> Self {
+        TestStore::Local(tempfile::tempdir().unwrap())
+    }
+
+    fn s3(bucket: &str, label: &str) -> Self {
+        TestStore::S3 {
+            bucket: bucket.to_string(),
+            prefix: unique_prefix(label),
+        }
+    }
+
+    fn settings(&self) -> StoreSettings {
+        match self {
+            TestStore::Local(dir) => StoreSettings {
+                url: dir.path().display().to_string(),
+                ..StoreSettings::default()
+            },
+            TestStore::S3 { bucket, prefix } => s3_test_server().settings(bucket, prefix),
+        }
+    }
+
+    fn open(&self) -> TierStore {
+        TierStore::open(&self.settings()).unwrap()
+    }
+
+    fn options(&self, data_dir: Option<std::path::PathBuf>) -> ServerOptions {
+        let settings = self.settings();
+        let mut args = vec![
+            "--tiering-interval-ms".to_string(),
+            "100".to_string(),
+            "--retention-check-interval-ms".to_string(),
+            "100".to_string(),
+            "--tiering-orphan-grace-ms".to_string(),
+            "0".to_string(),
+            "--tiered-storage-url".to_string(),
+            settings.url.clone(),
+        ];
+        let mut env = Vec::new();
+        if let TestStore::S3 { .. } = self {
+            let server = s3_test_server();
+            args.extend([
+                "--tiered-storage-s3-endpoint".to_string(),
+                server.endpoint.clone(),
+            ]);
+            args.extend([
+                "--tiered-storage-s3-region".to_string(),
+                server.region.clone(),
+            ]);
+            env.push((
+                "AWS_ACCESS_KEY_ID".to_string(),
+                server.credentials.access_key_id.clone(),
+            ));
+            env.push((
+                "AWS_SECRET_ACCESS_KEY".to_string(),
+                server.credentials.secret_access_key.clone(),
+            ));
+        }
+        ServerOptions {
+            args,
+            data_dir,
+            env,
+        }
+    }
+}
+
+fn tiered_configs() -> Value {
+    json!({
+        "remote_storage_enable": true,
+        "segment_bytes": 4096,
+        "local_retention_bytes": 8192,
+        "remote_upload_idle_ms": 300,
+    })
+}
+
+async fn produce_rounds(api: &Api, topic: &str, rounds: usize, from: usize) {
+    for i in from..from + rounds {
+        let records: Vec<Value> = (0..5)
+            .map(|j| json!({"key": format!("k{i}"), "value": format!("value-{i}-{j}-{}", "x".repeat(60))}))
+            .collect();
+        api.produce(topic, &json!({ "records": records })).await;
+    }
+}
+
+/// Every stored batch from `offset` to the high watermark, as raw bytes.
+async fn fetch_raw(api: &Api, topic: &str, mut offset: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let response = api
+            .client
+            .get(api.url(&format!(
+                "/v1/topics/{topic}/partitions/0/records?offset={offset}"
+            )))
+            .header("accept", "application/vnd.strata.record-batches")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let header =
+            |name: &str| -> u64 { response.headers()[name].to_str().unwrap().parse().unwrap() };
+        let next = header("strata-next-offset");
+        let high = header("strata-high-watermark");
+        let body = response.bytes().await.unwrap();
+        if body.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&body);
+        offset = next;
+        if offset >= high {
+            return out;
+        }
+    }
+}
+
+fn is_cold(offsets: &Value) -> bool {
+    offsets["earliest"] == 0
+        && offsets["earliest_local"]
+            .as_u64()
+            .is_some_and(|local| local > 0)
+        && offsets["latest_tiered"].as_u64() >= offsets["earliest_local"].as_u64()
+}
+
+async fn wait_for_cold_data(api: &Api, topic: &str) -> Value {
+    eventually(
+        WAIT,
+        "segments were uploaded and local retention removed some",
+        || async { is_cold(&api.offsets(topic, 0).await) },
+    )
+    .await;
+    api.offsets(topic, 0).await
+}
+
+/// Produce, let the server upload and drop local copies, then read every offset from 0 again in
+/// JSON and raw form; then restore into an empty data directory and append more.
+async fn cold_reads_and_restore(store: TestStore) {
+    let mut server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    api.create_topic_with("cold", 1, tiered_configs()).await;
+    produce_rounds(&api, "cold", 60, 0).await;
+    let json_before = api.fetch_all("cold", 0, 0).await;
+    let raw_before = fetch_raw(&api, "cold", 0).await;
+    assert_eq!(json_before.len(), 300);
+    let offsets = wait_for_cold_data(&api, "cold").await;
+    assert_eq!(
+        api.fetch_all("cold", 0, 0).await,
+        json_before,
+        "JSON after upload: {offsets}"
+    );
+    assert_eq!(
+        fetch_raw(&api, "cold", 0).await,
+        raw_before,
+        "raw batches after upload"
+    );
+    // A cold read in the middle lands on the right record.
+    let middle = api
+        .get_json("/v1/topics/cold/partitions/0/records?offset=7&max_records=1")
+        .await;
+    assert_eq!(middle["records"][0]["offset"], 7);
+    assert_eq!(middle["records"][0]["value"], json_before[7]["value"]);
+    let segments = api.get_json("/v1/topics/cold/partitions/0/segments").await;
+    let locations: BTreeSet<String> = segments["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["location"].as_str().unwrap().to_string())
+        .collect();
+    assert!(locations.contains("remote"), "{segments}");
+    assert!(
+        segments["cache"]["gets"].as_u64().unwrap() > 0,
+        "{segments}"
+    );
+    // Re-reading hits the cache.
+    let hits = segments["cache"]["hits"].as_u64().unwrap();
+    api.fetch_all("cold", 0, 0).await;
+    let again = api.get_json("/v1/topics/cold/partitions/0/segments").await;
+    assert!(again["cache"]["hits"].as_u64().unwrap() > hits, "{again}");
+
+    // Restore: a new server with an empty data directory against the same bucket.
+    server.terminate();
+    let fresh = tempfile::tempdir().unwrap();
+    let restored = Server::start(store.options(Some(fresh.path().to_path_buf())));
+    let api = Api::new(&restored);
+    let tiered_end = offsets["latest_tiered"].as_u64().unwrap();
+    let described = api.get_json("/v1/topics/cold").await;
+    assert_eq!(
+        described["configs"]["remote_storage_enable"], true,
+        "{described}"
+    );
+    let after_restore = api.fetch_all("cold", 0, 0).await;
+    assert!(
+        after_restore.len() as u64 >= tiered_end,
+        "every uploaded record is served"
+    );
+    assert_eq!(after_restore[..], json_before[..after_restore.len()]);
+    let produced = api
+        .produce(
+            "cold",
+            &json!({"records": [{"key": "new", "value": "after restore"}]}),
+        )
+        .await;
+    let next = produced["offsets"][0]["offset"].as_u64().unwrap();
+    assert_eq!(
+        next,
+        after_restore.len() as u64,
+        "appends continue after the restored log"
+    );
+}
+
+#[tokio::test]
+async fn cold_reads_and_restore_with_the_local_folder_store() {
+    cold_reads_and_restore(TestStore::local()).await;
+}
+
+#[tokio::test]
+async fn cold_reads_and_restore_with_a_real_s3_server() {
+    let bucket = s3_test_server().bucket.clone();
+    cold_reads_and_restore(TestStore::s3(&bucket, "cold-reads")).await;
+}
+
+/// Segment objects in the bucket are exactly the ones the newest manifest references.
+async fn bucket_matches_manifest(store: &TierStore) -> bool {
+    let objects = store.scoped();
+    let Ok(Some(manifest)) = load_latest(objects.as_ref(), "crashy", 0).await else {
+        return false;
+    };
+    let listed: BTreeSet<String> =
+        list_sorted(objects.as_ref(), Some(&layout::segments_dir("crashy", 0)))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .collect();
+    let referenced: BTreeSet<String> = manifest
+        .segments
+        .iter()
+        .flat_map(|s| s.objects().map(|o| o.key.clone()))
+        .collect();
+    listed == referenced
+}
+
+#[tokio::test]
+async fn kill_9_during_uploads_leaves_partition_manifest_and_bucket_in_agreement() {
+    let store = TestStore::local();
+    let mut server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    api.create_topic_with("crashy", 1, tiered_configs()).await;
+    produce_rounds(&api, "crashy", 40, 0).await;
+    let before = api.fetch_all("crashy", 0, 0).await;
+    // Uploads are running now; kill the server in the middle of them, twice.
+    for delay in [150, 350] {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        server.kill_9();
+        server.restart();
+    }
+    let api = Api::new(&server);
+    wait_for_cold_data(&api, "crashy").await;
+    assert_eq!(
+        api.fetch_all("crashy", 0, 0).await,
+        before,
+        "nothing lost or duplicated"
+    );
+    let tier = store.open();
+    eventually(WAIT, "orphans of interrupted uploads are deleted", || {
+        let tier = tier.clone();
+        async move { bucket_matches_manifest(&tier).await }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date() {
+    let server_s3 = s3_test_server();
+    let store = TestStore::s3(&server_s3.lock_bucket, "object-lock");
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    let configs = json!({
+        "remote_storage_enable": true,
+        "segment_bytes": 4096,
+        "retention_ms": 60_000,
+        "remote_upload_idle_ms": 300,
+        "remote_object_lock_mode": "compliance",
+        "remote_object_lock_days": 1,
+    });
+    api.create_topic_with("audit", 1, configs).await;
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    for i in 0..20 {
+        let records: Vec<Value> = (0..5)
+            .map(|j| json!({"value": format!("audit-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
+            .collect();
+        api.produce("audit", &json!({ "records": records })).await;
+    }
+    // Everything is past retention_ms: uploaded, then dropped from the manifest...
+    eventually(
+        WAIT,
+        "total retention moved the earliest offset",
+        || async { api.offsets("audit", 0).await["earliest"].as_u64().unwrap() > 0 },
+    )
+    .await;
+    // ...but every uploaded object stays, locked, until its retain-until date.
+    let tier = store.open();
+    let objects = tier.scoped();
+    let manifest = load_latest(objects.as_ref(), "audit", 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !manifest.pending_deletes.is_empty(),
+        "deletes wait for the lock"
+    );
+    let lock = strata_tiering::object_lock::ObjectLock::connect(match tier.location() {
+        strata_tiering::store::StoreLocation::S3(connection) => connection,
+        other => panic!("not S3: {other:?}"),
+    })
+    .await;
+    let now = std::time::SystemTime::now();
+    for pending in &manifest.pending_deletes {
+        assert!(pending.not_before_ms > hour_ago + 3_600_000 + 23 * 3_600_000);
+        for key in &pending.keys {
+            let path = object_store::path::Path::from(key.as_str());
+            assert!(objects.head(&path).await.is_ok(), "{key} still exists");
+            let retention = lock.retention(&tier.key(&path), None).await.unwrap();
+            let retention = retention.expect("the object has a retention");
+            assert_eq!(
+                retention.mode,
+                strata_tiering::object_lock::RetentionMode::Compliance
+            );
+            assert!(retention.retain_until > now + Duration::from_secs(23 * 3600));
+        }
+    }
+}
