@@ -214,6 +214,17 @@ pub async fn upload_bytes(
     options: &UploadOptions,
 ) -> Result<UploadedObject, UploadError> {
     let sha256 = sha256_hex(&bytes);
+    put_with_retries(store, key, bytes, sha256, options).await
+}
+
+/// One put of `bytes` (whose SHA-256 is `sha256`), retried on transient failures.
+async fn put_with_retries(
+    store: &dyn ObjectStore,
+    key: &Path,
+    bytes: Bytes,
+    sha256: String,
+    options: &UploadOptions,
+) -> Result<UploadedObject, UploadError> {
     let size = bytes.len() as u64;
     let payload = PutPayload::from(bytes);
     with_retries(key, &options.retry, || async {
@@ -251,21 +262,7 @@ pub async fn upload_file(
     let size = tokio::fs::metadata(local).await.map_err(read_error)?.len();
     if size < options.multipart_threshold_bytes {
         let (bytes, sha256) = read_whole(local).await?;
-        let size = bytes.len() as u64;
-        let payload = PutPayload::from(bytes);
-        with_retries(key, &options.retry, || async {
-            store
-                .put(key, payload.clone())
-                .await
-                .map(drop)
-                .map_err(AttemptError::Store)
-        })
-        .await?;
-        return Ok(UploadedObject {
-            key: key.clone(),
-            size,
-            sha256,
-        });
+        return put_with_retries(store, key, bytes, sha256, options).await;
     }
     let sha256 = with_retries(key, &options.retry, || {
         upload_multipart_attempt(store, local, key, size, options)

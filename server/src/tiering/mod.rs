@@ -60,6 +60,9 @@ pub enum TieringError {
     /// An upload failed.
     #[error("tiered storage upload: {0}")]
     Upload(#[from] strata_tiering::upload::UploadError),
+    /// The cold-read cache settings are out of range.
+    #[error("tiered storage cache: {0}")]
+    CacheConfig(#[from] strata_tiering::chunk_cache::ChunkCacheConfigError),
     /// A cold read failed.
     #[error("tiered storage read: {0}")]
     Read(#[from] strata_tiering::chunk_cache::ChunkError),
@@ -237,8 +240,7 @@ impl Tiering {
                 capacity_bytes: settings.chunk_cache_bytes,
                 ..ChunkCacheConfig::default()
             },
-        )
-        .map_err(|e| TieringError::Lock(format!("chunk cache settings: {e}")))?;
+        )?;
         let writer = writer_id();
         tracing::info!(location = ?store.location(), writer, "tiered storage ready");
         Ok(Arc::new(Tiering {

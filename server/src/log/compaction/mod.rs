@@ -18,7 +18,6 @@ pub mod state;
 pub mod swap;
 pub mod throttle;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -28,11 +27,12 @@ use self::rewrite::{Retention, group_segments, write_group};
 use self::state::{CleanerState, Pass};
 use self::swap::{SwapPlan, cleaned_paths, remove_if_exists};
 use self::throttle::Throttle;
-use super::batch::BatchError;
 use super::meta::MetaError;
 use super::partition::Shared;
 use super::segment::segment_file_name;
-use super::segment::{INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentState, TIME_INDEX_SUFFIX};
+use super::segment::{
+    INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentReadError, SegmentState, TIME_INDEX_SUFFIX,
+};
 use super::writer::Command;
 use crate::io::{IoError, OpenMode};
 
@@ -89,16 +89,8 @@ pub enum CompactionError {
     #[error(transparent)]
     Meta(#[from] MetaError),
     /// A batch in a closed segment does not validate; the pass stops instead of guessing.
-    #[error("segment {path} is corrupt at position {position}: {source}")]
-    Corrupt {
-        /// The `.log` file.
-        path: PathBuf,
-        /// Byte position of the bad batch.
-        position: u64,
-        /// What the decoder found.
-        #[source]
-        source: BatchError,
-    },
+    #[error(transparent)]
+    Corrupt(#[from] SegmentReadError),
     /// The partition is closing.
     #[error("partition writer is gone")]
     Closed,

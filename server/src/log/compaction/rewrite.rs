@@ -13,7 +13,7 @@ use super::throttle::Throttle;
 use crate::io::{Io, OpenMode};
 use crate::log::batch::{Record, RecordBatch};
 use crate::log::recovery::rewrite_indexes;
-use crate::log::segment::{AppendedBatch, Segment, SegmentState, batch_offsets};
+use crate::log::segment::{AppendedBatch, Segment, SegmentReadError, SegmentState, batch_offsets};
 
 /// Bytes the cleaner hands to one write call.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
@@ -120,7 +120,7 @@ fn for_each_batch(
     let bytes = segment.durable_bytes();
     let mut position = 0usize;
     while position < bytes.len() {
-        let corrupt = |source| CompactionError::Corrupt {
+        let corrupt = |source| SegmentReadError::Corrupt {
             path: segment.log_file().path().to_path_buf(),
             position: position as u64,
             source,

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::io::{Io, IoError};
 use crate::log::meta::write_file_atomically;
+pub use crate::log::recovery::remove_if_exists;
 use crate::log::segment::{INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name};
 
 /// The commit record of a swap in progress.
@@ -191,14 +192,6 @@ pub enum SwapFileError {
         /// What is wrong with it.
         reason: String,
     },
-}
-
-/// Removes a file; a file that is already gone is fine (steps are repeated after a crash).
-pub async fn remove_if_exists(io: &Io, path: &Path) -> Result<(), IoError> {
-    match io.remove_file(path).await {
-        Err(error) if error.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 /// Number of steps [`execute`] takes for `plan` (tests stop after each one in turn).
