@@ -76,6 +76,12 @@ async fn a_compacted_topic_keeps_the_latest_value_per_key_and_drops_tombstones_l
             (json!("u1"), json!("E")),
         ]
     );
+    // The swap is visible before the pass finishes and records its statistics.
+    eventually(WAIT, "the compaction pass is recorded", || async {
+        let described = api.get_json("/v1/topics/users").await;
+        described["partitions"][0]["cleaner"]["runs"].as_u64() >= Some(1)
+    })
+    .await;
     let described = api.get_json("/v1/topics/users").await;
     let cleaner = &described["partitions"][0]["cleaner"];
     assert!(cleaner["runs"].as_u64().unwrap() >= 1, "{described}");
