@@ -122,6 +122,8 @@ struct State {
     latency: HashMap<Operation, Duration>,
     down: bool,
     land_then_time_out: usize,
+    /// `(key fragment, count)`: puts whose key contains the fragment.
+    land_then_time_out_matching: Vec<(String, usize)>,
     calls: HashMap<Operation, u64>,
     injected: u64,
 }
@@ -169,6 +171,14 @@ impl Faults {
         self.state().land_then_time_out += count;
     }
 
+    /// Like [`Self::land_then_time_out_next_puts`], but only for puts whose key contains
+    /// `key_fragment` (say, only manifests).
+    pub fn land_then_time_out_next_puts_to(&self, key_fragment: &str, count: usize) {
+        self.state()
+            .land_then_time_out_matching
+            .push((key_fragment.to_string(), count));
+    }
+
     /// While down, every call fails with [`FaultKind::Unavailable`].
     pub fn set_down(&self, down: bool) {
         self.state().down = down;
@@ -181,6 +191,7 @@ impl Faults {
         state.latency.clear();
         state.down = false;
         state.land_then_time_out = 0;
+        state.land_then_time_out_matching.clear();
     }
 
     /// How many calls of `operation` the store received (faulted or not).
@@ -195,7 +206,12 @@ impl Faults {
 
     /// Charges one call of `operation` to the faults. Only a call that completes an object
     /// (`can_land`) can be told to land and then fail.
-    fn decide(&self, operation: Operation, can_land: bool) -> (Decision, Duration) {
+    fn decide(
+        &self,
+        operation: Operation,
+        location: &Path,
+        can_land: bool,
+    ) -> (Decision, Duration) {
         let mut state = self.state();
         *state.calls.entry(operation).or_default() += 1;
         let latency = state.latency.get(&operation).copied().unwrap_or_default();
@@ -213,6 +229,16 @@ impl Faults {
         {
             rule.remaining -= 1;
             Decision::Fail(fault(rule.kind, false))
+        } else if let Some(matching) =
+            state
+                .land_then_time_out_matching
+                .iter_mut()
+                .find(|(fragment, remaining)| {
+                    can_land && *remaining > 0 && location.as_ref().contains(fragment.as_str())
+                })
+        {
+            matching.1 -= 1;
+            Decision::LandThenFail(fault(FaultKind::TimedOut, true))
         } else if can_land && state.land_then_time_out > 0 {
             state.land_then_time_out -= 1;
             Decision::LandThenFail(fault(FaultKind::TimedOut, true))
@@ -220,6 +246,9 @@ impl Faults {
             Decision::Proceed
         };
         state.rules.retain(|rule| rule.remaining > 0);
+        state
+            .land_then_time_out_matching
+            .retain(|(_, remaining)| *remaining > 0);
         if !matches!(decision, Decision::Proceed) {
             state.injected += 1;
         }
@@ -241,7 +270,7 @@ impl Faults {
         location: &Path,
         can_land: bool,
     ) -> object_store::Result<Option<InjectedFault>> {
-        let (decision, latency) = self.decide(operation, can_land);
+        let (decision, latency) = self.decide(operation, location, can_land);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }

@@ -343,3 +343,6 @@ fn writer_id() -> String {
     });
     format!("{random:016x}")
 }
+
+#[cfg(test)]
+mod tests;

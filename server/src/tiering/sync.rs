@@ -196,6 +196,16 @@ impl Tiering {
                 Ok(())
             }
             Err(error @ ManifestError::Fenced { .. }) => {
+                // Our own earlier write of this generation may have landed although it reported
+                // an error (a timeout): then the newest manifest is ours, not a rival's.
+                if let Ok(Some(latest)) =
+                    manifest::load_latest(self.objects.as_ref(), &remote.topic, remote.partition)
+                        .await
+                    && latest.writer == self.writer
+                {
+                    remote.set_manifest(latest);
+                    return Err(error.into());
+                }
                 remote.fence(error.to_string());
                 Err(error.into())
             }

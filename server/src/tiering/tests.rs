@@ -1,0 +1,286 @@
+//! Tiering under object-store faults: the store down, errors, and puts that land but report a
+//! timeout. Produce never waits for the store, no local segment goes before the manifest lists
+//! it, a manifest never names a missing object, and nothing is lost or duplicated afterwards.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+use serde_json::Value;
+use strata_tiering::faults::{Faults, FaultyObjectStore};
+use strata_tiering::store::{StoreSettings, TierStore};
+
+use super::tiered_log::TieredLog;
+use super::{Tiering, TieringSettings};
+use crate::clock::ManualClock;
+use crate::io::{Io, IoBackendChoice};
+use crate::log::Acks;
+use crate::log::batch::{BatchOptions, NewRecord, RecordBatch, encode_batch};
+use crate::topics::catalog::Catalog;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    catalog: Catalog,
+    tiering: Arc<Tiering>,
+    faults: Faults,
+    clock: Arc<ManualClock>,
+    now: i64,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (io, _) = Io::start(IoBackendChoice::Sync, &data).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let clock = ManualClock::new(now);
+    let catalog = Catalog::open(&data, io, clock.clone(), 8).await.unwrap();
+    let store = TierStore::open(&StoreSettings {
+        url: dir.path().join("bucket").display().to_string(),
+        ..StoreSettings::default()
+    })
+    .unwrap();
+    let mut handle = None;
+    let store = store.map_store(|inner| {
+        let (faulty, faults) = FaultyObjectStore::new(inner);
+        handle = Some(faults);
+        Arc::new(faulty)
+    });
+    let settings = TieringSettings {
+        url: String::new(),
+        s3_endpoint: String::new(),
+        s3_region: String::new(),
+        interval_ms: 100,
+        chunk_cache_bytes: 1 << 20,
+        orphan_grace_ms: 0,
+    };
+    let tiering = Tiering::with_store(store, settings, clock.clone())
+        .await
+        .unwrap();
+    let configs: BTreeMap<String, Value> = [
+        ("remote_storage_enable", Value::from(true)),
+        ("segment_bytes", Value::from(1024)),
+        ("local_retention_bytes", Value::from(1024)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    catalog.create("t", 1, &configs, false).await.unwrap();
+    Fixture {
+        _dir: dir,
+        catalog,
+        tiering,
+        faults: handle.unwrap(),
+        clock,
+        now,
+    }
+}
+
+async fn append(fixture: &Fixture, count: usize) -> Vec<Vec<u8>> {
+    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    let mut values = Vec::new();
+    for i in 0..count {
+        let value = format!("value-{i:04}-{}", "v".repeat(150)).into_bytes();
+        let record = NewRecord {
+            timestamp: fixture.now,
+            key: Some(bytes::Bytes::from(format!("k{i}"))),
+            value: Some(bytes::Bytes::from(value.clone())),
+            headers: Vec::new(),
+        };
+        let batch =
+            RecordBatch::decode_exact(encode_batch(&BatchOptions::default(), &[record]).unwrap())
+                .unwrap();
+        partition.append(vec![batch], Acks::All).await.unwrap();
+        values.push(value);
+    }
+    values
+}
+
+async fn tiered(fixture: &Fixture) -> TieredLog {
+    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    let start = partition.offsets().log_start_offset;
+    let remote = fixture.tiering.remote("t", 0, start).await.unwrap();
+    TieredLog::tiered(partition, Arc::clone(&fixture.tiering), remote)
+}
+
+/// Every value readable from offset 0, through the tiered log.
+async fn read_all(log: &TieredLog) -> Vec<Vec<u8>> {
+    let mut values = Vec::new();
+    let mut offset = log.offsets().log_start_offset;
+    loop {
+        let slice = log.read(offset, 4096).await.unwrap();
+        if slice.data.is_empty() {
+            return values;
+        }
+        let mut rest = slice.data.clone();
+        while !rest.is_empty() {
+            let batch = RecordBatch::decode_first(&rest).unwrap();
+            for record in batch.records() {
+                let record = record.unwrap();
+                if record.offset as u64 >= offset {
+                    values.push(record.value.unwrap().to_vec());
+                }
+            }
+            rest = rest.slice(batch.len()..);
+        }
+        offset = slice.next_offset;
+    }
+}
+
+/// Every object the newest manifest lists exists in the store.
+async fn manifest_objects_exist(fixture: &Fixture) {
+    let remote = fixture.tiering.remote("t", 0, 0).await.unwrap();
+    for segment in &remote.manifest().segments {
+        for object in segment.objects() {
+            let found = fixture
+                .tiering
+                .objects()
+                .head(&Path::from(object.key.as_str()))
+                .await;
+            assert!(
+                found.is_ok(),
+                "the manifest lists {} but it is missing",
+                object.key
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn with_the_store_down_produce_goes_on_and_no_local_segment_is_deleted() {
+    let fixture = fixture().await;
+    fixture.faults.set_down(true);
+    let values = append(&fixture, 40).await;
+    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    assert!(
+        partition.segments().len() > 5,
+        "segments rolled while the store was down"
+    );
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    assert_eq!(
+        partition.offsets().log_start_offset,
+        0,
+        "local retention waits for uploads"
+    );
+    assert!(
+        fixture.tiering.remote("t", 0, 0).await.is_err(),
+        "no manifest can be read or written while the store is down"
+    );
+    // The store comes back: uploads resume, then local retention runs.
+    fixture.faults.set_down(false);
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    manifest_objects_exist(&fixture).await;
+    assert!(
+        partition.offsets().log_start_offset > 0,
+        "local copies of uploaded segments go"
+    );
+    let log = tiered(&fixture).await;
+    assert_eq!(log.offsets().log_start_offset, 0);
+    assert_eq!(read_all(&log).await, values, "nothing lost or duplicated");
+}
+
+#[tokio::test]
+async fn puts_that_land_but_time_out_are_neither_lost_nor_duplicated() {
+    let fixture = fixture().await;
+    let mut values = append(&fixture, 10).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    let mut planned = 0;
+    for round in 0..6 {
+        values.extend(append(&fixture, 6).await);
+        if round % 2 == 0 {
+            // The manifest create lands but reports a timeout: the sweep stops there, and the
+            // next one builds a different manifest (the clock moved: new upload times) for the
+            // same generation, which then already exists.
+            fixture
+                .faults
+                .land_then_time_out_next_puts_to("/manifest/", 1);
+        } else {
+            // A segment object lands but times out: the upload's retry overwrites it.
+            fixture
+                .faults
+                .land_then_time_out_next_puts_to("/segments/", 1);
+        }
+        planned += 1;
+        fixture.clock.advance(1_000);
+        fixture.tiering.sweep(&fixture.catalog, true).await;
+        manifest_objects_exist(&fixture).await;
+    }
+    for _ in 0..3 {
+        fixture.clock.advance(1_000);
+        fixture.tiering.sweep(&fixture.catalog, true).await;
+    }
+    assert_eq!(
+        fixture.faults.injected(),
+        planned,
+        "every planned fault was injected"
+    );
+    manifest_objects_exist(&fixture).await;
+    let remote = fixture.tiering.remote("t", 0, 0).await.unwrap();
+    assert_eq!(
+        remote.fenced(),
+        None,
+        "our own landed manifest is not a rival's"
+    );
+    let manifest = remote.manifest();
+    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    let active_base = partition.segments().last().map(|s| s.base_offset);
+    assert_eq!(
+        Some(manifest.next_offset()),
+        active_base,
+        "every closed segment uploaded"
+    );
+    for pair in manifest.segments.windows(2) {
+        assert_eq!(
+            pair[0].last_offset + 1,
+            pair[1].base_offset,
+            "contiguous, no duplicates"
+        );
+    }
+    let log = tiered(&fixture).await;
+    assert!(
+        log.partition().offsets().log_start_offset > 0,
+        "cold reads are exercised"
+    );
+    assert_eq!(read_all(&log).await, values);
+}
+
+#[tokio::test]
+async fn a_corrupted_remote_object_is_an_error_never_served() {
+    let fixture = fixture().await;
+    append(&fixture, 40).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    let remote = fixture.tiering.remote("t", 0, 0).await.unwrap();
+    let first = remote.manifest().segments[0].clone();
+    // Overwrite the first segment's data with different bytes of the same length.
+    let key = Path::from(first.log.key.as_str());
+    let mut bytes = fixture
+        .tiering
+        .objects()
+        .get(&key)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fixture
+        .tiering
+        .objects()
+        .put(&key, bytes.into())
+        .await
+        .unwrap();
+    let log = tiered(&fixture).await;
+    assert!(log.partition().offsets().log_start_offset > 0);
+    let error = log.read(0, 1 << 20).await.unwrap_err();
+    assert!(
+        error.to_string().contains("digest") || error.to_string().contains("corrupt"),
+        "{error}"
+    );
+}
