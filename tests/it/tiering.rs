@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use object_store::ObjectStoreExt;
+use object_store::path::Path;
 use serde_json::{Value, json};
 use strata_tests::{Api, Server, ServerOptions, eventually};
 use strata_tiering::layout;
@@ -355,4 +356,80 @@ async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date(
             assert!(retention.retain_until > now + Duration::from_secs(23 * 3600));
         }
     }
+}
+
+#[tokio::test]
+async fn total_retention_on_a_versioned_bucket_leaves_no_version_of_a_dropped_segment() {
+    let server_s3 = s3_test_server();
+    // The Object Lock bucket is versioned; this topic sets no lock, so deletes may go through.
+    let store = TestStore::s3(&server_s3.lock_bucket, "versioned-retention");
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    let configs = json!({
+        "remote_storage_enable": true,
+        "segment_bytes": 4096,
+        "retention_ms": 60_000,
+        "remote_upload_idle_ms": 300,
+    });
+    api.create_topic_with("expiring", 1, configs).await;
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    for i in 0..20 {
+        let records: Vec<Value> = (0..5)
+            .map(|j| json!({"value": format!("old-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
+            .collect();
+        api.produce("expiring", &json!({ "records": records }))
+            .await;
+    }
+    eventually(
+        WAIT,
+        "total retention moved the earliest offset",
+        || async {
+            api.offsets("expiring", 0).await["earliest"]
+                .as_u64()
+                .unwrap()
+                > 0
+        },
+    )
+    .await;
+    let tier = store.open();
+    let lock = strata_tiering::object_lock::ObjectLock::connect(match tier.location() {
+        strata_tiering::store::StoreLocation::S3(connection) => connection,
+        other => panic!("not S3: {other:?}"),
+    })
+    .await;
+    let segments_prefix = tier.key(&layout::segments_dir("expiring", 0));
+    eventually(WAIT, "only the manifest's objects keep versions", || {
+        let (tier, lock, segments_prefix) = (tier.clone(), lock.clone(), segments_prefix.clone());
+        async move {
+            let objects = tier.scoped();
+            let Ok(Some(manifest)) = load_latest(objects.as_ref(), "expiring", 0).await else {
+                return false;
+            };
+            if !manifest.pending_deletes.is_empty() {
+                return false;
+            }
+            let referenced: BTreeSet<String> = manifest
+                .segments
+                .iter()
+                .flat_map(|s| {
+                    s.objects()
+                        .map(|o| tier.key(&Path::from(o.key.as_str())).to_string())
+                })
+                .collect();
+            let stored: BTreeSet<String> = lock
+                .versions_under(&segments_prefix)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|version| version.key)
+                .collect();
+            // Neither data nor delete markers of a dropped segment remain.
+            stored == referenced
+        }
+    })
+    .await;
 }

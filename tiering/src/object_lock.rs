@@ -17,7 +17,9 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::DateTime;
-use aws_sdk_s3::types::{ObjectLockLegalHoldStatus, ObjectLockRetention, ObjectLockRetentionMode};
+use aws_sdk_s3::types::{
+    BucketVersioningStatus, ObjectLockLegalHoldStatus, ObjectLockRetention, ObjectLockRetentionMode,
+};
 use object_store::path::Path;
 
 use crate::store::S3Connection;
@@ -98,6 +100,17 @@ impl ObjectLockError {
             Self::UnreadableRetention { .. } => None,
         }
     }
+}
+
+/// One stored version of an object (see [`ObjectLock::versions_under`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// The full key.
+    pub key: String,
+    /// The version id.
+    pub version_id: String,
+    /// Whether this version is a delete marker rather than data.
+    pub delete_marker: bool,
 }
 
 /// Why [`ObjectLock::delete_version`] failed.
@@ -324,6 +337,111 @@ impl ObjectLock {
                 Err(error.into())
             }
         }
+    }
+
+    /// Whether the bucket keeps versions (Object Lock buckets always do). On such a bucket a
+    /// plain delete leaves the data behind a delete marker, so deletes must go by version.
+    ///
+    /// # Errors
+    /// [`ObjectLockError`], e.g. a 403 without `s3:GetBucketVersioning`.
+    pub async fn is_versioned(&self) -> Result<bool, ObjectLockError> {
+        let output = self
+            .client
+            .get_bucket_versioning()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(|e| self.request_error("GetBucketVersioning", &Path::default(), e))?;
+        Ok(matches!(
+            output.status(),
+            Some(BucketVersioningStatus::Enabled | BucketVersioningStatus::Suspended)
+        ))
+    }
+
+    /// Every version id of exactly `key`, delete markers included.
+    ///
+    /// # Errors
+    /// [`ObjectLockError`].
+    pub async fn versions(&self, key: &Path) -> Result<Vec<String>, ObjectLockError> {
+        Ok(self
+            .versions_under(key)
+            .await?
+            .into_iter()
+            .filter(|found| found.key == key.as_ref())
+            .map(|found| found.version_id)
+            .collect())
+    }
+
+    /// Every version (delete markers included) of every key that starts with `prefix`: what a
+    /// versioned bucket still stores, and bills, whatever a plain listing shows.
+    ///
+    /// # Errors
+    /// [`ObjectLockError`].
+    pub async fn versions_under(
+        &self,
+        prefix: &Path,
+    ) -> Result<Vec<ObjectVersion>, ObjectLockError> {
+        let mut found = Vec::new();
+        let mut key_marker = None;
+        let mut version_marker = None;
+        loop {
+            let output = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(prefix.as_ref())
+                .set_key_marker(key_marker.take())
+                .set_version_id_marker(version_marker.take())
+                .send()
+                .await
+                .map_err(|e| self.request_error("ListObjectVersions", prefix, e))?;
+            let versions = output
+                .versions()
+                .iter()
+                .map(|v| (v.key(), v.version_id(), false));
+            let markers = output
+                .delete_markers()
+                .iter()
+                .map(|m| (m.key(), m.version_id(), true));
+            found.extend(
+                versions
+                    .chain(markers)
+                    .filter_map(|(key, version, delete_marker)| {
+                        Some(ObjectVersion {
+                            key: key?.to_owned(),
+                            version_id: version?.to_owned(),
+                            delete_marker,
+                        })
+                    }),
+            );
+            if output.is_truncated() != Some(true) {
+                return Ok(found);
+            }
+            key_marker = output.next_key_marker().map(str::to_owned);
+            version_marker = output.next_version_id_marker().map(str::to_owned);
+            if key_marker.is_none() && version_marker.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// Deletes every version of `key` (data and delete markers), so nothing of it is left or
+    /// billed. Tries them all; a missing key is success.
+    ///
+    /// # Errors
+    /// The first failure, [`DeleteVersionError::Locked`] for a version a lock still protects.
+    pub async fn delete_all_versions(
+        &self,
+        key: &Path,
+        now: SystemTime,
+    ) -> Result<(), DeleteVersionError> {
+        let mut first_error = None;
+        for version in self.versions(key).await? {
+            if let Err(error) = self.delete_version(key, &version, now).await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn protection(

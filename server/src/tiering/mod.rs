@@ -88,6 +88,10 @@ pub enum TieringError {
     /// Object Lock could not be applied.
     #[error("object lock: {0}")]
     Lock(String),
+    /// A version-aware delete on a versioned bucket failed (a lock still protecting a version is
+    /// expected; deletes are retried on a later sweep).
+    #[error("deleting a version: {0}")]
+    DeleteVersion(#[from] strata_tiering::object_lock::DeleteVersionError),
     /// This server stopped tiering the partition after losing a manifest race.
     #[error("tiering of {topic}/{partition} is stopped: {reason}")]
     Fenced {
@@ -178,6 +182,9 @@ pub struct Tiering {
     cache: ChunkCache,
     writer: String,
     lock: Option<ObjectLock>,
+    /// Whether the bucket keeps versions: then deletes remove every version, since a plain
+    /// delete only hides the data behind a delete marker (and keeps it billed).
+    versioned: bool,
     clock: Arc<dyn Clock>,
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
@@ -234,6 +241,13 @@ impl Tiering {
             StoreLocation::S3(connection) => Some(ObjectLock::connect(connection).await),
             StoreLocation::Local { .. } => None,
         };
+        let versioned = match &lock {
+            Some(lock) => lock.is_versioned().await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "could not read the bucket's versioning; deleting without version ids");
+                false
+            }),
+            None => false,
+        };
         let cache = ChunkCache::new(
             Arc::clone(&objects),
             ChunkCacheConfig {
@@ -242,13 +256,14 @@ impl Tiering {
             },
         )?;
         let writer = writer_id();
-        tracing::info!(location = ?store.location(), writer, "tiered storage ready");
+        tracing::info!(location = ?store.location(), writer, versioned, "tiered storage ready");
         Ok(Arc::new(Tiering {
             store,
             objects,
             cache,
             writer,
             lock,
+            versioned,
             clock,
             settings,
             partitions: Mutex::new(HashMap::new()),
@@ -296,15 +311,35 @@ impl Tiering {
         Ok(Arc::clone(entry))
     }
 
+    /// Deletes `key` (relative to the store's prefix) for good: on a versioned bucket every
+    /// version, else a plain delete. A missing object is success.
+    ///
+    /// # Errors
+    /// Store failures, and versions still protected by Object Lock.
+    pub(crate) async fn delete_object(
+        &self,
+        key: &object_store::path::Path,
+    ) -> Result<(), TieringError> {
+        match &self.lock {
+            Some(lock) if self.versioned => {
+                let now = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(
+                        u64::try_from(self.clock.now_ms()).unwrap_or(0),
+                    );
+                lock.delete_all_versions(&self.store.key(key), now).await?;
+            }
+            _ => strata_tiering::store::delete_if_exists(self.objects.as_ref(), key).await?,
+        }
+        Ok(())
+    }
+
     /// Forgets a deleted topic and removes its objects: `topic.json` first, so a restore can
     /// never bring the topic back, then everything under its prefix in the background.
     pub async fn delete_topic(self: &Arc<Self>, topic: &str) {
         self.partitions.lock().retain(|(t, _), _| t != topic);
         self.published_topics.lock().remove(topic);
         let key = strata_tiering::layout::topic_file(topic);
-        if let Err(error) =
-            strata_tiering::store::delete_if_exists(self.objects.as_ref(), &key).await
-        {
+        if let Err(error) = self.delete_object(&key).await {
             tracing::warn!(topic, %error, "could not delete the topic's metadata object");
         }
         let this = Arc::clone(self);
@@ -314,12 +349,7 @@ impl Tiering {
             match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
                 Ok(objects) => {
                     for object in objects {
-                        if let Err(error) = strata_tiering::store::delete_if_exists(
-                            this.objects.as_ref(),
-                            &object.location,
-                        )
-                        .await
-                        {
+                        if let Err(error) = this.delete_object(&object.location).await {
                             tracing::warn!(key = %object.location, %error, "could not delete a deleted topic's object");
                         }
                     }

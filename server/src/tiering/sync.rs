@@ -16,7 +16,6 @@ use strata_tiering::digest::{ChunkDigests, DEFAULT_CHUNK_BYTES, sha256_hex};
 use strata_tiering::layout::{self, SEGMENT_KINDS};
 use strata_tiering::manifest::{self, Manifest, ManifestError, ObjectRef, RemoteSegment};
 use strata_tiering::object_lock::{Retention, RetentionMode};
-use strata_tiering::store::delete_if_exists;
 use strata_tiering::upload::{UploadOptions, upload_file};
 
 use super::{RemotePartition, Tiering, TieringError};
@@ -372,11 +371,17 @@ impl Tiering {
             }
             let mut failed = Vec::new();
             for key in &pending.keys {
-                if let Err(error) =
-                    delete_if_exists(self.objects.as_ref(), &Path::from(key.as_str())).await
-                {
-                    tracing::warn!(key, %error, "could not delete a remote object; retrying later");
-                    failed.push(key.clone());
+                match self.delete_object(&Path::from(key.as_str())).await {
+                    Ok(()) => {}
+                    Err(TieringError::DeleteVersion(error)) if error.is_locked() => {
+                        // Expected when the clocks of S3 and Strata disagree about the date.
+                        tracing::info!(key, %error, "a remote object is still locked; retrying later");
+                        failed.push(key.clone());
+                    }
+                    Err(error) => {
+                        tracing::warn!(key, %error, "could not delete a remote object; retrying later");
+                        failed.push(key.clone());
+                    }
                 }
             }
             if !failed.is_empty() {
@@ -405,7 +410,7 @@ impl Tiering {
         .await?;
         for key in orphans {
             tracing::info!(key = %key, "deleting an orphaned object");
-            delete_if_exists(self.objects.as_ref(), &key).await?;
+            self.delete_object(&key).await?;
         }
         Ok(())
     }

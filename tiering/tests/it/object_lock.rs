@@ -185,3 +185,83 @@ async fn retention_on_a_bucket_without_object_lock_is_refused() {
     assert_eq!(error.status(), Some(400), "{error:?}");
     tier.scoped().delete(&Path::from("x")).await.unwrap();
 }
+
+#[tokio::test]
+async fn versioning_is_reported_for_the_lock_bucket_only() {
+    let (_, connection) = lock_store("lock-versioning");
+    assert!(
+        ObjectLock::connect(&connection)
+            .await
+            .is_versioned()
+            .await
+            .unwrap()
+    );
+    let server = s3_test_server();
+    let plain = server.open(&server.bucket, &unique_prefix("plain-versioning"));
+    let StoreLocation::S3(connection) = plain.location().clone() else {
+        panic!("s3 location")
+    };
+    assert!(
+        !ObjectLock::connect(&connection)
+            .await
+            .is_versioned()
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn deleting_all_versions_leaves_no_data_and_no_delete_marker() {
+    let (tier, connection) = lock_store("lock-all-versions");
+    let lock = ObjectLock::connect(&connection).await;
+    let (key, first) = put_version(&tier, "retried.log").await;
+    let (_, second) = put_version(&tier, "retried.log").await;
+    // A neighbour sharing the key as a prefix must not be touched.
+    let (neighbour, _) = put_version(&tier, "retried.log.chunks").await;
+    tier.root_store().delete(&key).await.unwrap();
+    let versions = lock.versions(&key).await.unwrap();
+    assert_eq!(
+        versions.len(),
+        3,
+        "two data versions and a delete marker: {versions:?}"
+    );
+    assert!(versions.contains(&first) && versions.contains(&second));
+
+    lock.delete_all_versions(&key, SystemTime::now())
+        .await
+        .unwrap();
+    assert_eq!(lock.versions(&key).await.unwrap(), Vec::<String>::new());
+    assert_eq!(lock.versions(&neighbour).await.unwrap().len(), 1);
+    // Deleting what is already gone is success.
+    lock.delete_all_versions(&key, SystemTime::now())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_version_whose_retention_expired_is_deleted_and_one_still_locked_is_refused() {
+    let (tier, connection) = lock_store("lock-expiring");
+    let lock = ObjectLock::connect(&connection).await;
+    let (key, version) = put_version(&tier, "segment.log").await;
+    let until = SystemTime::now() + Duration::from_secs(2);
+    let retention = Retention {
+        mode: RetentionMode::Compliance,
+        retain_until: until,
+    };
+    lock.set_retention(&key, Some(&version), retention)
+        .await
+        .unwrap();
+    let error = lock
+        .delete_all_versions(&key, SystemTime::now())
+        .await
+        .unwrap_err();
+    assert!(error.is_locked(), "{error:?}");
+    assert_eq!(lock.versions(&key).await.unwrap(), vec![version]);
+
+    // S3 keeps retain-until dates to the second: wait until it has surely passed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    lock.delete_all_versions(&key, SystemTime::now())
+        .await
+        .unwrap();
+    assert_eq!(lock.versions(&key).await.unwrap(), Vec::<String>::new());
+}
