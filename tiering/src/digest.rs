@@ -147,6 +147,53 @@ impl ChunkDigests {
         }
     }
 
+    /// [`Self::compute`] over everything `reader` yields, holding one chunk in memory at a time
+    /// (a segment log can be a gigabyte). Returns the digests and the bytes read. Blocking I/O.
+    ///
+    /// # Errors
+    /// Read errors.
+    ///
+    /// # Panics
+    /// If `chunk_bytes` is not in `1..=MAX_CHUNK_BYTES`.
+    pub fn compute_reader(
+        mut reader: impl std::io::Read,
+        chunk_bytes: u64,
+    ) -> std::io::Result<(Self, u64)> {
+        assert!(
+            (1..=MAX_CHUNK_BYTES).contains(&chunk_bytes),
+            "invariant: chunk_bytes {chunk_bytes} in 1..={MAX_CHUNK_BYTES}"
+        );
+        let step = usize::try_from(chunk_bytes).expect("invariant: chunk_bytes fits in usize");
+        let mut chunk = vec![0_u8; step];
+        let mut digests = Vec::new();
+        let mut total = 0_u64;
+        loop {
+            // Fill the whole chunk unless the input ends: digests cover aligned chunks.
+            let mut filled = 0;
+            while filled < step {
+                match reader.read(&mut chunk[filled..]) {
+                    Ok(0) => break,
+                    Ok(read) => filled += read,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            if filled > 0 {
+                digests.push(sha256(&chunk[..filled]));
+                total += filled as u64;
+            }
+            if filled < step {
+                return Ok((
+                    Self {
+                        chunk_bytes,
+                        digests,
+                    },
+                    total,
+                ));
+            }
+        }
+    }
+
     /// How many chunks the digests cover.
     pub fn chunk_count(&self) -> u64 {
         self.digests.len() as u64
@@ -362,6 +409,26 @@ mod tests {
         ));
     }
 
+    /// A reader that returns short reads of the given sizes in turn, like a pipe or a socket.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        position: usize,
+        sizes: Vec<usize>,
+        call: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let size = self.sizes[self.call % self.sizes.len()];
+            self.call += 1;
+            let rest = &self.data[self.position..];
+            let n = size.min(buf.len()).min(rest.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            self.position += n;
+            Ok(n)
+        }
+    }
+
     fn arb_digests() -> impl Strategy<Value = (Vec<u8>, u64)> {
         (proptest::collection::vec(any::<u8>(), 0..600), 1u64..130)
     }
@@ -402,6 +469,17 @@ mod tests {
                     if chunk_index == index as u64),
                 "{:?}", result
             );
+        }
+
+        #[test]
+        fn streaming_digests_equal_in_memory_ones_whatever_the_read_sizes(
+            (data, chunk_bytes) in arb_digests(),
+            read_sizes in proptest::collection::vec(1usize..200, 1..20),
+        ) {
+            let reader = Trickle { data: &data, position: 0, sizes: read_sizes, call: 0 };
+            let (streamed, total) = ChunkDigests::compute_reader(reader, chunk_bytes).unwrap();
+            prop_assert_eq!(total, data.len() as u64);
+            prop_assert_eq!(streamed, ChunkDigests::compute(&data, chunk_bytes));
         }
 
         #[test]

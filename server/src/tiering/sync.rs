@@ -12,16 +12,19 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use strata_tiering::digest::{ChunkDigests, DEFAULT_CHUNK_BYTES, sha256_hex};
+use strata_tiering::digest::{ChunkDigests, DEFAULT_CHUNK_BYTES};
 use strata_tiering::layout::{self, SEGMENT_KINDS};
 use strata_tiering::manifest::{self, Manifest, ManifestError, ObjectRef, RemoteSegment};
 use strata_tiering::object_lock::{Retention, RetentionMode};
-use strata_tiering::upload::{UploadOptions, upload_file};
+use strata_tiering::upload::{UploadOptions, upload_all, upload_bytes};
 
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::{ClosedSegment, Partition};
 use crate::topics::catalog::{Catalog, Topic};
 use crate::topics::config::{ObjectLockMode, TopicConfig};
+
+/// Local files of a segment uploaded as they are (log, offset index, time index), all at once.
+const SEGMENT_FILES: usize = 3;
 
 /// Format of `topic.json` in the bucket.
 pub const REMOTE_TOPIC_FORMAT: u32 = 1;
@@ -228,33 +231,40 @@ impl Tiering {
             })
             .collect();
         let options = UploadOptions::default();
-        let mut refs = Vec::with_capacity(4);
-        for (path, key) in segment.paths.iter().zip(&keys) {
-            let uploaded = upload_file(self.objects.as_ref(), path, key, &options).await?;
-            refs.push(ObjectRef {
-                key: uploaded.key.to_string(),
-                size: uploaded.size,
-                sha256: uploaded.sha256,
-            });
-        }
+        let files = segment
+            .paths
+            .iter()
+            .cloned()
+            .zip(keys.iter().cloned())
+            .collect();
+        // The chunk digests are computed from the file while its three objects upload.
         let log_path = segment.paths[0].clone();
-        let data = tokio::task::spawn_blocking(move || std::fs::read(&log_path))
+        let digests = tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::open(&log_path)?;
+            ChunkDigests::compute_reader(std::io::BufReader::new(file), DEFAULT_CHUNK_BYTES)
+        });
+        let uploaded = upload_all(self.objects.as_ref(), files, &options, SEGMENT_FILES).await?;
+        let (digests, digested_bytes) = digests
             .await
             .map_err(|e| local_error(&segment.paths[0], &e.to_string()))?
             .map_err(|e| local_error(&segment.paths[0], &e.to_string()))?;
-        if data.len() as u64 != refs[0].size {
+        let mut refs: Vec<ObjectRef> = uploaded
+            .into_iter()
+            .map(|object| ObjectRef {
+                key: object.key.to_string(),
+                size: object.size,
+                sha256: object.sha256,
+            })
+            .collect();
+        if digested_bytes != refs[0].size {
             return Err(local_error(&segment.paths[0], "changed during upload"));
         }
-        let digests = ChunkDigests::compute(&data, DEFAULT_CHUNK_BYTES).encode();
-        let digest_sha = sha256_hex(&digests);
-        let digest_size = digests.len() as u64;
-        self.objects
-            .put(&keys[3], PutPayload::from(digests))
-            .await?;
+        let chunks =
+            upload_bytes(self.objects.as_ref(), &keys[3], digests.encode(), &options).await?;
         refs.push(ObjectRef {
-            key: keys[3].to_string(),
-            size: digest_size,
-            sha256: digest_sha,
+            key: chunks.key.to_string(),
+            size: chunks.size,
+            sha256: chunks.sha256,
         });
         let now = self.clock.now_ms();
         let retain_until_ms = self.lock_objects(&keys, config, now).await?;
