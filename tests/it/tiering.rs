@@ -292,21 +292,23 @@ async fn kill_9_during_uploads_leaves_partition_manifest_and_bucket_in_agreement
     .await;
 }
 
-#[tokio::test]
-async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date() {
-    let server_s3 = s3_test_server();
-    let store = TestStore::s3(&server_s3.lock_bucket, "object-lock");
+/// A tiered topic on the Object Lock bucket (with `extra` configs) holding 100 records stamped an
+/// hour ago, once total retention (`retention_ms` one minute) has dropped them. Returns the store,
+/// the running server and that hour-old time.
+async fn expired_topic_on_the_lock_bucket(topic: &str, extra: Value) -> (TestStore, Server, i64) {
+    let store = TestStore::s3(&s3_test_server().lock_bucket, topic);
     let server = Server::start(store.options(None));
     let api = Api::new(&server);
-    let configs = json!({
+    let mut configs = json!({
         "remote_storage_enable": true,
         "segment_bytes": 4096,
         "retention_ms": 60_000,
         "remote_upload_idle_ms": 300,
-        "remote_object_lock_mode": "compliance",
-        "remote_object_lock_days": 1,
     });
-    api.create_topic_with("audit", 1, configs).await;
+    if let (Some(configs), Some(extra)) = (configs.as_object_mut(), extra.as_object()) {
+        configs.extend(extra.clone());
+    }
+    api.create_topic_with(topic, 1, configs).await;
     let hour_ago = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -314,17 +316,34 @@ async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date(
         - 3_600_000;
     for i in 0..20 {
         let records: Vec<Value> = (0..5)
-            .map(|j| json!({"value": format!("audit-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
+            .map(|j| json!({"value": format!("{topic}-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
             .collect();
-        api.produce("audit", &json!({ "records": records })).await;
+        api.produce(topic, &json!({ "records": records })).await;
     }
-    // Everything is past retention_ms: uploaded, then dropped from the manifest...
     eventually(
         WAIT,
         "total retention moved the earliest offset",
-        || async { api.offsets("audit", 0).await["earliest"].as_u64().unwrap() > 0 },
+        || async { api.offsets(topic, 0).await["earliest"].as_u64().unwrap() > 0 },
     )
     .await;
+    (store, server, hour_ago)
+}
+
+/// The Object Lock client of an S3 test store.
+async fn lock_client(tier: &TierStore) -> strata_tiering::object_lock::ObjectLock {
+    match tier.location() {
+        strata_tiering::store::StoreLocation::S3(connection) => {
+            strata_tiering::object_lock::ObjectLock::connect(connection).await
+        }
+        other => panic!("not S3: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date() {
+    let lock = json!({"remote_object_lock_mode": "compliance", "remote_object_lock_days": 1});
+    // Everything is past retention_ms: uploaded, then dropped from the manifest...
+    let (store, _server, hour_ago) = expired_topic_on_the_lock_bucket("audit", lock).await;
     // ...but every uploaded object stays, locked, until its retain-until date.
     let tier = store.open();
     let objects = tier.scoped();
@@ -336,11 +355,7 @@ async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date(
         !manifest.pending_deletes.is_empty(),
         "deletes wait for the lock"
     );
-    let lock = strata_tiering::object_lock::ObjectLock::connect(match tier.location() {
-        strata_tiering::store::StoreLocation::S3(connection) => connection,
-        other => panic!("not S3: {other:?}"),
-    })
-    .await;
+    let lock = lock_client(&tier).await;
     let now = std::time::SystemTime::now();
     for pending in &manifest.pending_deletes {
         assert!(pending.not_before_ms > hour_ago + 3_600_000 + 23 * 3_600_000);
@@ -360,47 +375,10 @@ async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date(
 
 #[tokio::test]
 async fn total_retention_on_a_versioned_bucket_leaves_no_version_of_a_dropped_segment() {
-    let server_s3 = s3_test_server();
     // The Object Lock bucket is versioned; this topic sets no lock, so deletes may go through.
-    let store = TestStore::s3(&server_s3.lock_bucket, "versioned-retention");
-    let server = Server::start(store.options(None));
-    let api = Api::new(&server);
-    let configs = json!({
-        "remote_storage_enable": true,
-        "segment_bytes": 4096,
-        "retention_ms": 60_000,
-        "remote_upload_idle_ms": 300,
-    });
-    api.create_topic_with("expiring", 1, configs).await;
-    let hour_ago = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000;
-    for i in 0..20 {
-        let records: Vec<Value> = (0..5)
-            .map(|j| json!({"value": format!("old-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
-            .collect();
-        api.produce("expiring", &json!({ "records": records }))
-            .await;
-    }
-    eventually(
-        WAIT,
-        "total retention moved the earliest offset",
-        || async {
-            api.offsets("expiring", 0).await["earliest"]
-                .as_u64()
-                .unwrap()
-                > 0
-        },
-    )
-    .await;
+    let (store, _server, _) = expired_topic_on_the_lock_bucket("expiring", json!({})).await;
     let tier = store.open();
-    let lock = strata_tiering::object_lock::ObjectLock::connect(match tier.location() {
-        strata_tiering::store::StoreLocation::S3(connection) => connection,
-        other => panic!("not S3: {other:?}"),
-    })
-    .await;
+    let lock = lock_client(&tier).await;
     let segments_prefix = tier.key(&layout::segments_dir("expiring", 0));
     eventually(WAIT, "only the manifest's objects keep versions", || {
         let (tier, lock, segments_prefix) = (tier.clone(), lock.clone(), segments_prefix.clone());
