@@ -5,7 +5,9 @@
 // Test code may unwrap (clippy.toml allows it in tests; helpers outside #[test] fns need this).
 #![allow(clippy::unwrap_used)]
 
+mod chunk_cache;
 mod conformance;
 mod faults;
 mod object_lock;
 mod probe;
+mod upload;

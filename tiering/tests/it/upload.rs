@@ -2,9 +2,6 @@
 //! retries of transient failures (through `FaultyObjectStore`), and `upload_all`'s ordering and
 //! stop-on-failure. Retry delays are 1 ms so the tests never wait for real.
 
-// Test code may unwrap (clippy.toml allows it in tests; helpers outside #[test] fns need this).
-#![allow(clippy::unwrap_used)]
-
 use std::path::{Path as LocalPath, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,6 @@
 //! counts are exact; one case reads a multipart-uploaded object from the real S3 test server.
 //! Background work (read-ahead) is awaited with a bounded `eventually`, never a fixed sleep.
 
-// Test code may unwrap (clippy.toml allows it in tests; helpers outside #[test] fns need this).
-#![allow(clippy::unwrap_used)]
-
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
