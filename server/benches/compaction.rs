@@ -3,7 +3,8 @@
 //! - throughput: compacting a 64 MiB log of 1 KiB-ish records over 8 192 keys, against a plain
 //!   copy (read + write + fdatasync) of the same segment files;
 //! - produce latency: p50/p99 of fsync'd 1 KiB appends to one partition while another
-//!   partition on the same disk is compacted in a loop, against the same appends without it.
+//!   partition on the same disk is compacted in a loop, against the same appends without it, and
+//!   against the same appends while the same bytes are plain-copied (what any writer costs).
 //!
 //! Run: `cargo bench -p strata-server --bench compaction`. `STRATA_BENCH_IO` picks the backend.
 
@@ -234,19 +235,55 @@ async fn compacting_window(
     (busy, took)
 }
 
+/// The baseline window: the same appends while a blocking thread plain-copies the template
+/// `COPIES_PER_WINDOW` times (read, write, fdatasync per file): what any writer of that many
+/// bytes costs the appends on this disk and these two cores.
+async fn copying_window(
+    producer: &Partition,
+    template: &Path,
+    scratch: &Path,
+) -> (Histogram<u64>, Duration) {
+    let done = Arc::new(AtomicBool::new(false));
+    let copier = {
+        let done = Arc::clone(&done);
+        let (template, scratch) = (template.to_path_buf(), scratch.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            for i in 0..COPIES_PER_WINDOW {
+                let out = scratch.join(format!("plain-{i}"));
+                plain_copy(&template, &out);
+                let _ = std::fs::remove_dir_all(out);
+            }
+            done.store(true, Ordering::SeqCst);
+            started.elapsed()
+        })
+    };
+    let busy = append_latencies(producer, None, &done).await;
+    (busy, copier.await.expect("copier"))
+}
+
 async fn produce_latency(template: &Path, scratch: &Path) {
     println!(
-        "produce latency (1 KiB batches, acks=all) while {COPIES_PER_WINDOW} x 64 MiB are compacted, against no compaction:"
+        "produce latency (1 KiB batches, acks=all) while {COPIES_PER_WINDOW} x 64 MiB are compacted, or plain-copied, against quiet appends just before:"
     );
     let producer = open(&scratch.join("producer")).await;
     let never = AtomicBool::new(false);
     for round in 0..ROUNDS {
-        for (label, limit) in [("unlimited", 0u64), ("100 MiB/s", 100 << 20)] {
+        for (label, limit) in [
+            ("plain copy, no cleaner (baseline)", None),
+            ("cleaner unlimited", Some(0u64)),
+            ("cleaner 100 MiB/s", Some(100 << 20)),
+        ] {
             let quiet = append_latencies(&producer, Some(Duration::from_secs(3)), &never).await;
-            let throttle = Arc::new(Throttle::new(limit));
-            let (busy, took) = compacting_window(&producer, template, scratch, throttle).await;
+            let (busy, took) = match limit {
+                None => copying_window(&producer, template, scratch).await,
+                Some(limit) => {
+                    let throttle = Arc::new(Throttle::new(limit));
+                    compacting_window(&producer, template, scratch, throttle).await
+                }
+            };
             println!(
-                "  round {round}, cleaner {label}: quiet p50 {} us p99 {} us ({} appends) | compacting p50 {} us p99 {} us ({} appends in {:.1} s) | p99 ratio {:.2}x",
+                "  round {round}, {label}: quiet p50 {} us p99 {} us ({} appends) | busy p50 {} us p99 {} us ({} appends in {:.1} s) | p99 ratio {:.2}x",
                 quiet.value_at_quantile(0.5),
                 quiet.value_at_quantile(0.99),
                 quiet.len(),

@@ -160,7 +160,7 @@ pub(crate) async fn run(
     };
     let mut tombstones_kept = 0;
     for group in group_segments(cleanable, segment_bytes) {
-        let tally = retention.tally(&group)?;
+        let tally = retention.tally(&group).await?;
         tombstones_kept += tally.tombstones_kept;
         if tally.dropped == 0 && group.len() == 1 {
             continue;

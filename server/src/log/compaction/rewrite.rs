@@ -17,6 +17,11 @@ use crate::log::segment::{AppendedBatch, Segment, SegmentReadError, SegmentState
 
 /// Bytes the cleaner hands to one write call.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Written bytes between two flushes of the new log: one flush of a whole 1 GiB segment would
+/// queue seconds of writeback in front of every append's fsync.
+const SYNC_EVERY_BYTES: u64 = 16 << 20;
+/// Input decoded between two yields to the runtime (well under a millisecond of work).
+const YIELD_EVERY_BYTES: usize = 256 << 10;
 
 /// Decides record by record what a pass keeps: the latest record of each key, and a tombstone
 /// only while it is younger than the tombstone horizon.
@@ -57,7 +62,8 @@ impl Retention {
                     }
                 }
                 Ok(())
-            })?;
+            })
+            .await?;
             throttle.consume(segment.snapshot().durable_size).await;
             tokio::task::yield_now().await;
         }
@@ -85,7 +91,7 @@ impl Retention {
     ///
     /// # Errors
     /// A batch that fails validation.
-    pub fn tally(&self, group: &[Arc<Segment>]) -> Result<GroupTally, CompactionError> {
+    pub async fn tally(&self, group: &[Arc<Segment>]) -> Result<GroupTally, CompactionError> {
         let mut tally = GroupTally::default();
         for segment in group {
             for_each_batch(segment, |batch| {
@@ -106,19 +112,23 @@ impl Retention {
                     }
                 }
                 Ok(())
-            })?;
+            })
+            .await?;
         }
         Ok(tally)
     }
 }
 
-/// Calls `f` for every validated batch of a segment's durable bytes.
-fn for_each_batch(
+/// Calls `f` for every validated batch of a segment's durable bytes, yielding to the runtime
+/// after every [`YIELD_EVERY_BYTES`] so that decoding a large segment never holds a runtime
+/// worker for long: on a small machine, appends' handlers run on the same workers.
+async fn for_each_batch(
     segment: &Segment,
     mut f: impl FnMut(&RecordBatch) -> Result<(), crate::log::BatchError>,
 ) -> Result<(), CompactionError> {
     let bytes = segment.durable_bytes();
     let mut position = 0usize;
+    let mut since_yield = 0usize;
     while position < bytes.len() {
         let corrupt = |source| SegmentReadError::Corrupt {
             path: segment.log_file().path().to_path_buf(),
@@ -128,6 +138,11 @@ fn for_each_batch(
         let batch = RecordBatch::decode_first(&bytes.slice(position..)).map_err(corrupt)?;
         f(&batch).map_err(corrupt)?;
         position += batch.len();
+        since_yield += batch.len();
+        if since_yield >= YIELD_EVERY_BYTES {
+            since_yield = 0;
+            tokio::task::yield_now().await;
+        }
     }
     Ok(())
 }
@@ -184,6 +199,7 @@ pub async fn write_group(
     let mut pending: Vec<Bytes> = Vec::new();
     let mut pending_len = 0usize;
     let mut written = 0u64;
+    let mut synced = 0u64;
     for segment in group {
         let mut kept: Vec<(Bytes, AppendedBatch)> = Vec::new();
         let mut position = state.durable_size;
@@ -206,7 +222,8 @@ pub async fn write_group(
                 kept.push((bytes, appended));
             }
             Ok(())
-        })?;
+        })
+        .await?;
         for (bytes, appended) in kept {
             state.add_batch(
                 base,
@@ -222,6 +239,10 @@ pub async fn write_group(
                 written += pending_len as u64;
                 throttle.consume(pending_len as u64).await;
                 pending_len = 0;
+                if written - synced >= SYNC_EVERY_BYTES {
+                    io.sync_data(&log).await?;
+                    synced = written;
+                }
             }
         }
         tokio::task::yield_now().await;
