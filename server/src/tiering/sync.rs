@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,9 @@ use super::{RemotePartition, Tiering, TieringError};
 use crate::log::{ClosedSegment, Partition};
 use crate::topics::catalog::{Catalog, Topic};
 use crate::topics::config::{ObjectLockMode, TopicConfig};
+
+/// Partitions a sweep syncs at once (each uploads up to three files at a time).
+const PARTITIONS_IN_FLIGHT: usize = 4;
 
 /// Local files of a segment uploaded as they are (log, offset index, time index), all at once.
 const SEGMENT_FILES: usize = 3;
@@ -62,9 +66,12 @@ pub async fn run(tiering: Arc<Tiering>, catalog: Arc<Catalog>) {
 
 impl Tiering {
     /// One pass over every tiered topic; errors are logged per partition and retried next time.
+    /// Up to [`PARTITIONS_IN_FLIGHT`] partitions sync at once, so one slow upload does not hold
+    /// back every other partition, while memory and connections stay bounded.
     pub async fn sweep(&self, catalog: &Catalog, scan_orphans: bool) {
+        let mut jobs = Vec::new();
         for topic in catalog.list() {
-            let config = topic.config();
+            let config = Arc::new(topic.config());
             if !config.remote_storage_enable {
                 continue;
             }
@@ -73,14 +80,24 @@ impl Tiering {
             }
             for (number, partition) in topic.partitions().iter().enumerate() {
                 let number = u32::try_from(number).unwrap_or(u32::MAX);
+                jobs.push((
+                    Arc::clone(&topic),
+                    number,
+                    Arc::clone(partition),
+                    Arc::clone(&config),
+                ));
+            }
+        }
+        futures::stream::iter(jobs)
+            .for_each_concurrent(PARTITIONS_IN_FLIGHT, |(topic, number, partition, config)| async move {
                 if let Err(error) = self
-                    .sync_partition(topic.name(), number, partition, &config, scan_orphans)
+                    .sync_partition(topic.name(), number, &partition, &config, scan_orphans)
                     .await
                 {
                     tracing::warn!(topic = topic.name(), partition = number, %error, "tiering sweep failed");
                 }
-            }
-        }
+            })
+            .await;
     }
 
     /// Writes `topics/{topic}/topic.json` when the topic's configs or partitions changed.
