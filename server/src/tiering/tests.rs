@@ -29,6 +29,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with_partitions(1).await
+}
+
+async fn fixture_with_partitions(partitions: u32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -69,7 +73,10 @@ async fn fixture() -> Fixture {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    catalog.create("t", 1, &configs, false).await.unwrap();
+    catalog
+        .create("t", partitions, &configs, false)
+        .await
+        .unwrap();
     Fixture {
         _dir: dir,
         catalog,
@@ -81,7 +88,11 @@ async fn fixture() -> Fixture {
 }
 
 async fn append(fixture: &Fixture, count: usize) -> Vec<Vec<u8>> {
-    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    append_to(fixture, 0, count).await
+}
+
+async fn append_to(fixture: &Fixture, number: u32, count: usize) -> Vec<Vec<u8>> {
+    let partition = fixture.catalog.get("t").unwrap().partition(number).unwrap();
     let mut values = Vec::new();
     for i in 0..count {
         let value = format!("value-{i:04}-{}", "v".repeat(150)).into_bytes();
@@ -101,9 +112,13 @@ async fn append(fixture: &Fixture, count: usize) -> Vec<Vec<u8>> {
 }
 
 async fn tiered(fixture: &Fixture) -> TieredLog {
-    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    tiered_partition(fixture, 0).await
+}
+
+async fn tiered_partition(fixture: &Fixture, number: u32) -> TieredLog {
+    let partition = fixture.catalog.get("t").unwrap().partition(number).unwrap();
     let start = partition.offsets().log_start_offset;
-    let remote = fixture.tiering.remote("t", 0, start).await.unwrap();
+    let remote = fixture.tiering.remote("t", number, start).await.unwrap();
     TieredLog::tiered(partition, Arc::clone(&fixture.tiering), remote)
 }
 
@@ -283,4 +298,29 @@ async fn a_corrupted_remote_object_is_an_error_never_served() {
         error.to_string().contains("digest") || error.to_string().contains("corrupt"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn one_sweep_uploads_every_partition_of_a_topic() {
+    let fixture = fixture_with_partitions(6).await;
+    let mut written = Vec::new();
+    for number in 0..6 {
+        written.push(append_to(&fixture, number, 12 + number as usize).await);
+    }
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    for (number, values) in (0..6).zip(written) {
+        let log = tiered_partition(&fixture, number).await;
+        let remote = log.remote().unwrap();
+        let active_base = log.partition().segments().last().map(|s| s.base_offset);
+        assert_eq!(
+            Some(remote.manifest().next_offset()),
+            active_base,
+            "partition {number}"
+        );
+        assert!(
+            log.partition().offsets().log_start_offset > 0,
+            "partition {number}"
+        );
+        assert_eq!(read_all(&log).await, values, "partition {number}");
+    }
 }
