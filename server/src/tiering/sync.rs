@@ -216,17 +216,28 @@ impl Tiering {
             }
             Err(error @ ManifestError::Fenced { .. }) => {
                 // Our own earlier write of this generation may have landed although it reported
-                // an error (a timeout): then the newest manifest is ours, not a rival's.
-                if let Ok(Some(latest)) =
-                    manifest::load_latest(self.objects.as_ref(), &remote.topic, remote.partition)
-                        .await
-                    && latest.writer == self.writer
+                // an error (a timeout): then the newest manifest is ours, not a rival's. It is
+                // adopted, and this change is retried on the next sweep.
+                match manifest::load_latest(self.objects.as_ref(), &remote.topic, remote.partition)
+                    .await
                 {
-                    remote.set_manifest(latest);
-                    return Err(error.into());
+                    Ok(Some(latest)) if latest.writer == self.writer => {
+                        tracing::info!(
+                            topic = remote.topic,
+                            partition = remote.partition,
+                            generation = latest.generation,
+                            "adopting our own manifest whose create reported an error"
+                        );
+                        remote.set_manifest(latest);
+                        Err(error.into())
+                    }
+                    // Without the evidence, nothing is decided: the next sweep asks again.
+                    Err(load_error) => Err(load_error.into()),
+                    Ok(_) => {
+                        remote.fence(error.to_string());
+                        Err(error.into())
+                    }
                 }
-                remote.fence(error.to_string());
-                Err(error.into())
             }
             Err(error) => Err(error.into()),
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde_json::Value;
-use strata_tiering::faults::{Faults, FaultyObjectStore};
+use strata_tiering::faults::{FaultKind, Faults, FaultyObjectStore, Operation};
 use strata_tiering::store::{StoreSettings, TierStore};
 
 use super::tiered_log::TieredLog;
@@ -323,4 +323,36 @@ async fn one_sweep_uploads_every_partition_of_a_topic() {
         );
         assert_eq!(read_all(&log).await, values, "partition {number}");
     }
+}
+
+#[tokio::test]
+async fn an_unreadable_store_after_a_refused_manifest_create_does_not_fence() {
+    let fixture = fixture().await;
+    let mut values = append(&fixture, 10).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    values.extend(append(&fixture, 6).await);
+    fixture
+        .faults
+        .land_then_time_out_next_puts_to("/manifest/", 1);
+    fixture.clock.advance(1_000);
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    // The next create of that generation is refused; reading who wrote it then fails.
+    values.extend(append(&fixture, 6).await);
+    fixture
+        .faults
+        .fail_next(&[Operation::List], 1, FaultKind::Unavailable);
+    fixture.clock.advance(1_000);
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    assert_eq!(fixture.faults.injected(), 2, "both faults were injected");
+    let remote = fixture.tiering.remote("t", 0, 0).await.unwrap();
+    assert_eq!(remote.fenced(), None, "no evidence of a rival, no fence");
+    for _ in 0..3 {
+        fixture.clock.advance(1_000);
+        fixture.tiering.sweep(&fixture.catalog, true).await;
+    }
+    let partition = fixture.catalog.get("t").unwrap().partition(0).unwrap();
+    let active_base = partition.segments().last().map(|s| s.base_offset);
+    assert_eq!(Some(remote.manifest().next_offset()), active_base);
+    manifest_objects_exist(&fixture).await;
+    assert_eq!(read_all(&tiered(&fixture).await).await, values);
 }
