@@ -47,25 +47,10 @@ const LATENCY_SAMPLES: usize = 50;
 const ROUNDS: usize = 3;
 const MIB: f64 = (1 << 20) as f64;
 
-/// Deterministic random-ish bytes and offsets (splitmix64): incompressible, reproducible.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
+/// Incompressible, reproducible bytes (a fixed seed).
 fn segment_bytes() -> Bytes {
-    let mut random = SplitMix(0x5eed);
-    let mut data = Vec::with_capacity(usize::try_from(SEGMENT_BYTES).expect("fits"));
-    while (data.len() as u64) < SEGMENT_BYTES {
-        data.extend_from_slice(&random.next().to_le_bytes());
-    }
+    let mut data = vec![0_u8; to_usize(SEGMENT_BYTES)];
+    fastrand::Rng::with_seed(0x5eed).fill(&mut data);
     Bytes::from(data)
 }
 
@@ -262,9 +247,9 @@ fn micros(started: Instant) -> u64 {
 }
 
 /// A 4 KiB range at a random offset, within one chunk (so one GET on both sides).
-fn random_range(random: &mut SplitMix) -> Range<u64> {
-    let chunk = random.next() % (SEGMENT_BYTES / DEFAULT_CHUNK_BYTES);
-    let within = random.next() % (DEFAULT_CHUNK_BYTES - FIRST_READ_BYTES);
+fn random_range(random: &mut fastrand::Rng) -> Range<u64> {
+    let chunk = random.u64(..SEGMENT_BYTES / DEFAULT_CHUNK_BYTES);
+    let within = random.u64(..DEFAULT_CHUNK_BYTES - FIRST_READ_BYTES);
     let start = chunk * DEFAULT_CHUNK_BYTES + within;
     start..start + FIRST_READ_BYTES
 }
@@ -349,7 +334,7 @@ async fn first_byte(
         "  {:<6} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "round", "GETs p50", "GETs p99", "cache p50", "cache p99", "p50 ratio"
     );
-    let mut random = SplitMix(0x0ff5e7);
+    let mut random = fastrand::Rng::with_seed(0x0ff5e7);
     for round in 0..ROUNDS {
         let mut cache = Histogram::<u64>::new(3).expect("histogram");
         let mut baseline = Histogram::<u64>::new(3).expect("histogram");
