@@ -45,7 +45,15 @@ pub struct CompactionPolicy {
     pub min_compaction_lag_ms: i64,
     /// Dirty share of the cleanable bytes that makes a pass worthwhile.
     pub min_cleanable_dirty_ratio: f64,
+    /// Keys the pass's latest-offset map may hold (its memory bound, like Kafka's dedupe
+    /// buffer). A pass maps dirty segments only until the map is full, always at least one,
+    /// and cleans the log up to there; the next pass continues from that point.
+    pub max_map_keys: usize,
 }
+
+/// Default [`CompactionPolicy::max_map_keys`]: entries are a zero-copy key slice and an offset
+/// (about 64 bytes with the table's overhead), so this bounds a pass's map near 256 MiB.
+pub const DEFAULT_MAX_MAP_KEYS: usize = 4 << 20;
 
 /// What one call of [`Partition::compact`](crate::log::Partition::compact) did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -141,7 +149,6 @@ pub(crate) async fn run(
         .take_while(|s| s.snapshot().max_timestamp.is_none_or(|t| t <= lag_cutoff))
         .count();
     let cleanable = &closed[..cleanable_len];
-    let clean_end = segments[cleanable_len].base_offset();
     let (dirty, total) = dirty_bytes(cleanable, state.clean_offset);
     let mut report = CompactionReport {
         dirty_ratio: ratio(dirty, total),
@@ -153,7 +160,17 @@ pub(crate) async fn run(
         return Ok(report);
     }
     let horizon = state.tombstone_horizon(now_ms, policy.delete_retention_ms);
-    let retention = Retention::build(cleanable, horizon, throttle).await?;
+    let (retention, mapped_len) = Retention::build(
+        cleanable,
+        state.clean_offset,
+        horizon,
+        policy.max_map_keys,
+        throttle,
+    )
+    .await?;
+    // A full map ends this pass where mapping stopped: what lies beyond is not deduplicated.
+    let cleanable = &cleanable[..mapped_len];
+    let clean_end = segments[mapped_len].base_offset();
     let (segment_bytes, index_interval_bytes) = {
         let config = shared.config.read();
         (config.segment_bytes, config.index_interval_bytes)

@@ -43,17 +43,36 @@ pub struct GroupTally {
 }
 
 impl Retention {
-    /// Builds the latest-offset map over `segments` (every cleanable segment, oldest first).
+    /// Builds the latest-offset map over the dirty part of `segments` (every cleanable segment,
+    /// oldest first; dirty = holding offsets at or after `clean_offset`), stopping before a
+    /// segment once the map holds `max_keys` keys, after at least one dirty segment. Returns the
+    /// map and how many leading segments of `segments` it covers: the pass may clean only those.
+    ///
+    /// The clean part needs no mapping: an earlier pass left at most one record per key there,
+    /// so a record in it goes only when the dirty part holds a newer one.
     ///
     /// # Errors
     /// A batch that fails validation: the pass stops rather than guess.
     pub async fn build(
         segments: &[Arc<Segment>],
+        clean_offset: u64,
         tombstone_horizon: u64,
+        max_keys: usize,
         throttle: &Throttle,
-    ) -> Result<Retention, CompactionError> {
+    ) -> Result<(Retention, usize), CompactionError> {
         let mut latest = HashMap::new();
-        for segment in segments {
+        let mut mapped_any = false;
+        for (index, segment) in segments.iter().enumerate() {
+            if segment.snapshot().next_offset <= clean_offset {
+                continue;
+            }
+            if mapped_any && latest.len() >= max_keys {
+                let retention = Retention {
+                    latest,
+                    tombstone_horizon,
+                };
+                return Ok((retention, index));
+            }
             for_each_batch(segment, |batch| {
                 for record in batch.records() {
                     let record = record?;
@@ -64,13 +83,15 @@ impl Retention {
                 Ok(())
             })
             .await?;
+            mapped_any = true;
             throttle.consume(segment.snapshot().durable_size).await;
             tokio::task::yield_now().await;
         }
-        Ok(Retention {
+        let retention = Retention {
             latest,
             tombstone_horizon,
-        })
+        };
+        Ok((retention, segments.len()))
     }
 
     /// Whether `record` survives the pass. Keyless records (written before the topic became

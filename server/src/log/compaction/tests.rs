@@ -27,6 +27,7 @@ fn policy(delete_retention_ms: i64) -> CompactionPolicy {
         delete_retention_ms,
         min_compaction_lag_ms: 0,
         min_cleanable_dirty_ratio: 0.5,
+        max_map_keys: super::DEFAULT_MAX_MAP_KEYS,
     }
 }
 
@@ -373,7 +374,18 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn run_model(ops: Vec<Op>) {
+/// Passes until one has nothing to do: with a bounded map, each pass cleans only part of the
+/// dirty log, so several may be needed. Returns how many ran.
+async fn compact_fully(partition: &Partition, policy: &CompactionPolicy, now: i64) -> usize {
+    let mut ran = 0;
+    while compact(partition, policy, now).await.ran {
+        ran += 1;
+        assert!(ran < 500, "passes keep running without converging");
+    }
+    ran
+}
+
+async fn run_model(ops: Vec<Op>, max_map_keys: usize) {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), config()).await;
     let mut written: BTreeMap<u64, (Bytes, Option<Bytes>)> = BTreeMap::new();
@@ -425,10 +437,15 @@ async fn run_model(ops: Vec<Op>) {
             .collect();
         assert_eq!(seen, expected, "latest value per key equals the model");
     };
-    let retention = policy(5_000);
-    compact(&partition, &retention, T0 + 1).await;
+    let retention = CompactionPolicy {
+        max_map_keys,
+        // Any dirty byte is worth a pass, so that partial passes run until the log is clean.
+        min_cleanable_dirty_ratio: 0.0,
+        ..policy(5_000)
+    };
+    compact_fully(&partition, &retention, T0 + 1).await;
     check(&rows(&partition).await, true);
-    compact(&partition, &retention, T0 + 10_000).await;
+    compact_fully(&partition, &retention, T0 + 10_000).await;
     let after = rows(&partition).await;
     check(&after, false);
     assert_eq!(partition.offsets().log_end_offset, next);
@@ -452,7 +469,20 @@ proptest! {
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run_model(ops));
+        runtime.block_on(run_model(ops, super::DEFAULT_MAX_MAP_KEYS));
+    }
+
+    #[test]
+    fn partial_passes_of_a_tiny_map_reach_the_same_log(
+        ops in proptest::collection::vec(op(), 1..40),
+        max_map_keys in 1usize..4,
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run_model(ops, max_map_keys));
     }
 }
 
@@ -467,4 +497,38 @@ async fn the_throttle_is_shared_and_does_not_change_the_result() {
         .unwrap();
     assert!(report.ran);
     assert!(report.bytes_reclaimed > 0);
+}
+
+#[tokio::test]
+async fn a_full_map_ends_the_pass_early_and_the_next_pass_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), config()).await;
+    // Three segments of two keys each, every key written twice.
+    for (first, second) in [("a", "b"), ("c", "d"), ("e", "f")] {
+        for round in ["1", "2"] {
+            append(
+                &partition,
+                &[
+                    record(first, Some(round), T0),
+                    record(second, Some(round), T0),
+                ],
+            )
+            .await;
+        }
+        partition.roll().await.unwrap();
+    }
+    let tiny = CompactionPolicy {
+        max_map_keys: 2,
+        min_cleanable_dirty_ratio: 0.0,
+        ..policy(0)
+    };
+    // The map fills with the first segment's two keys: only that segment is cleaned.
+    let first = compact(&partition, &tiny, T0 + 1).await;
+    assert!(first.ran);
+    assert_eq!(first.records_removed, 2);
+    assert_eq!(rows(&partition).await.len(), 10);
+    let passes = compact_fully(&partition, &tiny, T0 + 1).await;
+    assert_eq!(passes, 2, "one more pass per remaining segment");
+    let kept: Vec<u64> = rows(&partition).await.iter().map(|row| row.0).collect();
+    assert_eq!(kept, vec![2, 3, 6, 7, 10, 11]);
 }
