@@ -89,9 +89,12 @@ pub struct CreateTopicRequest {
     pub partitions: Option<u32>,
     /// Topic configs by Kafka name with underscores (`retention_ms`, `retention_bytes`,
     /// `segment_bytes`, `segment_ms`, `cleanup_policy`, `delete_retention_ms`,
-    /// `min_compaction_lag_ms`, `max_message_bytes`, `message_timestamp_type`,
-    /// `local_retention_ms`, `local_retention_bytes`, `remote_storage_enable`). Values are
-    /// strings, integers or booleans. Unknown keys are rejected; absent keys take the default.
+    /// `min_compaction_lag_ms`, `max_compaction_lag_ms`, `max_message_bytes`,
+    /// `message_timestamp_type`, `local_retention_ms`, `local_retention_bytes`,
+    /// `remote_storage_enable`, `min_cleanable_dirty_ratio`, `index_interval_bytes`,
+    /// `remote_upload_idle_ms`, `remote_object_lock_mode`, `remote_object_lock_days`). Values
+    /// are strings, numbers or booleans. Unknown keys are rejected; absent keys take the
+    /// default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, ConfigValue>)]
     pub configs: BTreeMap<String, Value>,

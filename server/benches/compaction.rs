@@ -47,6 +47,7 @@ fn policy() -> CompactionPolicy {
     CompactionPolicy {
         delete_retention_ms: 0,
         min_compaction_lag_ms: 0,
+        max_compaction_lag_ms: i64::MAX,
         min_cleanable_dirty_ratio: 0.0,
         max_map_keys: strata_server::log::compaction::DEFAULT_MAX_MAP_KEYS,
     }

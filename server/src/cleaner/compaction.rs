@@ -23,6 +23,7 @@ pub fn policy_of(config: &TopicConfig) -> CompactionPolicy {
     CompactionPolicy {
         delete_retention_ms: config.delete_retention_ms,
         min_compaction_lag_ms: config.min_compaction_lag_ms,
+        max_compaction_lag_ms: config.max_compaction_lag_ms,
         min_cleanable_dirty_ratio: config.min_cleanable_dirty_ratio,
         max_map_keys: crate::log::compaction::DEFAULT_MAX_MAP_KEYS,
     }

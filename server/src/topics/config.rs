@@ -176,6 +176,9 @@ pub struct TopicConfig {
     pub delete_retention_ms: i64,
     /// Minimum age of a record before compaction may remove it.
     pub min_compaction_lag_ms: i64,
+    /// Maximum time a record stays uncompacted: a dirty segment this old makes a pass run
+    /// whatever the dirty ratio (Kafka KIP-354; for deletion guarantees such as erasure).
+    pub max_compaction_lag_ms: i64,
     /// Largest record batch accepted.
     pub max_message_bytes: i64,
     /// Producer timestamps or server append time.
@@ -230,6 +233,7 @@ impl Default for TopicConfig {
             cleanup_policy: CleanupPolicy::Delete,
             delete_retention_ms: 86_400_000,
             min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             max_message_bytes: 1_048_588,
             message_timestamp_type: MessageTimestampType::CreateTime,
             local_retention_ms: USE_RETENTION,
@@ -264,13 +268,14 @@ impl IntRule {
 /// Largest value of Kafka's `int`-typed size settings.
 const INT_MAX: i64 = i32::MAX as i64;
 
-const INT_RULES: [IntRule; 12] = [
+const INT_RULES: [IntRule; 13] = [
     int_rule("retention_ms", UNLIMITED, i64::MAX),
     int_rule("retention_bytes", UNLIMITED, i64::MAX),
     int_rule("segment_bytes", 1024, INT_MAX),
     int_rule("segment_ms", 1, i64::MAX),
     int_rule("delete_retention_ms", 0, i64::MAX),
     int_rule("min_compaction_lag_ms", 0, i64::MAX),
+    int_rule("max_compaction_lag_ms", 1, i64::MAX),
     int_rule("max_message_bytes", 1, INT_MAX),
     int_rule("local_retention_ms", USE_RETENTION, i64::MAX),
     int_rule("local_retention_bytes", USE_RETENTION, i64::MAX),
@@ -291,7 +296,7 @@ const LOCK_MODE_MESSAGE: &str = r#"must be "governance" or "compliance""#;
 
 impl TopicConfig {
     /// Every config key, in declaration order: what `to_map` returns and `apply` accepts.
-    pub const KEYS: [&'static str; 17] = [
+    pub const KEYS: [&'static str; 18] = [
         "retention_ms",
         "retention_bytes",
         "segment_bytes",
@@ -299,6 +304,7 @@ impl TopicConfig {
         "cleanup_policy",
         "delete_retention_ms",
         "min_compaction_lag_ms",
+        "max_compaction_lag_ms",
         "max_message_bytes",
         "message_timestamp_type",
         "local_retention_ms",
@@ -481,6 +487,7 @@ impl TopicConfig {
             "segment_ms" => &mut self.segment_ms,
             "delete_retention_ms" => &mut self.delete_retention_ms,
             "min_compaction_lag_ms" => &mut self.min_compaction_lag_ms,
+            "max_compaction_lag_ms" => &mut self.max_compaction_lag_ms,
             "max_message_bytes" => &mut self.max_message_bytes,
             "local_retention_ms" => &mut self.local_retention_ms,
             "local_retention_bytes" => &mut self.local_retention_bytes,
@@ -534,6 +541,18 @@ impl TopicConfig {
                 ConfigError {
                     key: local_key.to_string(),
                     message,
+                },
+            ));
+        }
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            errors.push((
+                ["min_compaction_lag_ms", "max_compaction_lag_ms"],
+                ConfigError {
+                    key: "min_compaction_lag_ms".to_string(),
+                    message: format!(
+                        "must be <= max_compaction_lag_ms ({})",
+                        self.max_compaction_lag_ms
+                    ),
                 },
             ));
         }
@@ -875,8 +894,8 @@ mod tests {
             err.to_string(),
             "retention.ms: unknown config (did you mean retention_ms?)"
         );
-        let err = applied(&[("max_compaction_lag_ms", json!(1))]).unwrap_err();
-        assert_eq!(error_keys(&err), ["max_compaction_lag_ms"]);
+        let err = applied(&[("min_insync_replicas", json!(1))]).unwrap_err();
+        assert_eq!(error_keys(&err), ["min_insync_replicas"]);
     }
 
     #[test]
@@ -1013,6 +1032,23 @@ mod tests {
         assert_eq!(error_keys(&err), ["foo", "local_retention_ms"]);
     }
 
+    #[test]
+    fn min_compaction_lag_above_max_compaction_lag_is_rejected() {
+        let err = applied(&[
+            ("min_compaction_lag_ms", json!(10_000)),
+            ("max_compaction_lag_ms", json!(5_000)),
+        ])
+        .unwrap_err();
+        assert_eq!(error_keys(&err), ["min_compaction_lag_ms"]);
+        let ok = applied(&[
+            ("min_compaction_lag_ms", json!(5_000)),
+            ("max_compaction_lag_ms", json!(5_000)),
+        ])
+        .unwrap();
+        assert_eq!(ok.max_compaction_lag_ms, 5_000);
+        assert!(applied(&[("max_compaction_lag_ms", json!(0))]).is_err());
+    }
+
     fn custom() -> TopicConfig {
         TopicConfig {
             retention_ms: 3_600_000,
@@ -1022,6 +1058,7 @@ mod tests {
             cleanup_policy: CleanupPolicy::Delete,
             delete_retention_ms: 0,
             min_compaction_lag_ms: 5,
+            max_compaction_lag_ms: 600_000,
             max_message_bytes: 2_147_483_647,
             message_timestamp_type: MessageTimestampType::LogAppendTime,
             local_retention_ms: 600_000,
@@ -1181,6 +1218,8 @@ mod tests {
                         },
                         delete_retention_ms: drm,
                         min_compaction_lag_ms: lag,
+                        // Never below the min lag, as validation requires.
+                        max_compaction_lag_ms: lag.saturating_add(drm).max(1),
                         max_message_bytes: mmb,
                         message_timestamp_type: if lat {
                             MessageTimestampType::LogAppendTime

@@ -43,6 +43,9 @@ pub struct CompactionPolicy {
     pub delete_retention_ms: i64,
     /// Records younger than this are never removed.
     pub min_compaction_lag_ms: i64,
+    /// A dirty cleanable segment whose records are this old makes a pass run whatever the
+    /// dirty ratio (`i64::MAX`: never).
+    pub max_compaction_lag_ms: i64,
     /// Dirty share of the cleanable bytes that makes a pass worthwhile.
     pub min_cleanable_dirty_ratio: f64,
     /// Keys the pass's latest-offset map may hold (its memory bound, like Kafka's dedupe
@@ -119,6 +122,18 @@ pub fn dirty_bytes(segments: &[Arc<Segment>], clean_offset: u64) -> (u64, u64) {
     })
 }
 
+/// Whether a dirty segment of `cleanable` holds records older than `max_lag_ms`: measured from
+/// its first record's timestamp when known, else its largest (later, so never too early).
+fn overdue(cleanable: &[Arc<Segment>], clean_offset: u64, now_ms: i64, max_lag_ms: i64) -> bool {
+    let cutoff = now_ms.saturating_sub(max_lag_ms.max(0));
+    cleanable.iter().any(|segment| {
+        let snapshot = segment.snapshot();
+        let dirty = snapshot.next_offset > clean_offset;
+        let oldest = snapshot.roll_basis_ms.or(snapshot.max_timestamp);
+        dirty && oldest.is_some_and(|t| t <= cutoff)
+    })
+}
+
 /// `dirty / total`, 0 for an empty log.
 pub fn ratio(dirty: u64, total: u64) -> f64 {
     if total == 0 {
@@ -156,7 +171,13 @@ pub(crate) async fn run(
     };
     let worthwhile = dirty > 0 && report.dirty_ratio >= policy.min_cleanable_dirty_ratio;
     let due = state.tombstones_due(now_ms, policy.delete_retention_ms);
-    if cleanable.is_empty() || !(worthwhile || due) {
+    let overdue = overdue(
+        cleanable,
+        state.clean_offset,
+        now_ms,
+        policy.max_compaction_lag_ms,
+    );
+    if cleanable.is_empty() || !(worthwhile || due || overdue) {
         return Ok(report);
     }
     let horizon = state.tombstone_horizon(now_ms, policy.delete_retention_ms);

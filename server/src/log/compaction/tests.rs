@@ -26,6 +26,7 @@ fn policy(delete_retention_ms: i64) -> CompactionPolicy {
     CompactionPolicy {
         delete_retention_ms,
         min_compaction_lag_ms: 0,
+        max_compaction_lag_ms: i64::MAX,
         min_cleanable_dirty_ratio: 0.5,
         max_map_keys: super::DEFAULT_MAX_MAP_KEYS,
     }
@@ -531,4 +532,33 @@ async fn a_full_map_ends_the_pass_early_and_the_next_pass_continues() {
     assert_eq!(passes, 2, "one more pass per remaining segment");
     let kept: Vec<u64> = rows(&partition).await.iter().map(|row| row.0).collect();
     assert_eq!(kept, vec![2, 3, 6, 7, 10, 11]);
+}
+
+#[tokio::test]
+async fn a_dirty_segment_older_than_the_max_lag_is_compacted_below_the_dirty_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), config()).await;
+    for i in 0..20 {
+        append(&partition, &[record(&format!("k{}", i % 2), Some("v"), T0)]).await;
+    }
+    partition.roll().await.unwrap();
+    assert!(compact(&partition, &policy(0), T0).await.ran);
+    append(&partition, &[record("k0", Some("new"), T0 + 1_000)]).await;
+    partition.roll().await.unwrap();
+    let bounded = CompactionPolicy {
+        min_cleanable_dirty_ratio: 0.9,
+        max_compaction_lag_ms: 10_000,
+        ..policy(0)
+    };
+    // Below the ratio, and the dirty segment (started at T0 by the partition's clock) is
+    // younger than the max lag: nothing runs.
+    let early = compact(&partition, &bounded, T0 + 9_999).await;
+    assert!(!early.ran);
+    assert!(early.dirty_ratio < 0.9);
+    assert_eq!(rows(&partition).await.len(), 3);
+    // Once the dirty segment is 10 s old, the pass runs anyway and drops the older k0.
+    assert!(compact(&partition, &bounded, T0 + 10_000).await.ran);
+    let kept: Vec<Row> = rows(&partition).await;
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept[1].2.as_deref(), Some(&b"new"[..]));
 }
