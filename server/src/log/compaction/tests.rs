@@ -270,10 +270,10 @@ async fn a_reader_holding_old_segments_finishes_while_they_are_swapped_and_delet
     );
 }
 
-#[tokio::test]
-async fn nothing_runs_below_the_dirty_ratio() {
-    let dir = tempfile::tempdir().unwrap();
-    let partition = open(dir.path(), config()).await;
+/// A compacted segment holding k0 and k1, then a closed dirty segment with a newer k0 (appended
+/// at T0 by the partition's clock): a dirty ratio well below 0.9.
+async fn small_dirty_segment_after_a_clean_one(dir: &Path) -> Partition {
+    let partition = open(dir, config()).await;
     for i in 0..20 {
         append(&partition, &[record(&format!("k{}", i % 2), Some("v"), T0)]).await;
     }
@@ -281,6 +281,13 @@ async fn nothing_runs_below_the_dirty_ratio() {
     assert!(compact(&partition, &policy(0), T0).await.ran);
     append(&partition, &[record("k0", Some("new"), T0)]).await;
     partition.roll().await.unwrap();
+    partition
+}
+
+#[tokio::test]
+async fn nothing_runs_below_the_dirty_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = small_dirty_segment_after_a_clean_one(dir.path()).await;
     // One small dirty segment against a larger clean one: below 0.9.
     let strict = CompactionPolicy {
         min_cleanable_dirty_ratio: 0.9,
@@ -537,21 +544,14 @@ async fn a_full_map_ends_the_pass_early_and_the_next_pass_continues() {
 #[tokio::test]
 async fn a_dirty_segment_older_than_the_max_lag_is_compacted_below_the_dirty_ratio() {
     let dir = tempfile::tempdir().unwrap();
-    let partition = open(dir.path(), config()).await;
-    for i in 0..20 {
-        append(&partition, &[record(&format!("k{}", i % 2), Some("v"), T0)]).await;
-    }
-    partition.roll().await.unwrap();
-    assert!(compact(&partition, &policy(0), T0).await.ran);
-    append(&partition, &[record("k0", Some("new"), T0 + 1_000)]).await;
-    partition.roll().await.unwrap();
+    let partition = small_dirty_segment_after_a_clean_one(dir.path()).await;
     let bounded = CompactionPolicy {
         min_cleanable_dirty_ratio: 0.9,
         max_compaction_lag_ms: 10_000,
         ..policy(0)
     };
-    // Below the ratio, and the dirty segment (started at T0 by the partition's clock) is
-    // younger than the max lag: nothing runs.
+    // Below the ratio, and the dirty segment (started at T0) is younger than the max lag:
+    // nothing runs.
     let early = compact(&partition, &bounded, T0 + 9_999).await;
     assert!(!early.ran);
     assert!(early.dirty_ratio < 0.9);
