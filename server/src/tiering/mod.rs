@@ -322,10 +322,7 @@ impl Tiering {
     ) -> Result<(), TieringError> {
         match &self.lock {
             Some(lock) if self.versioned => {
-                let now = std::time::UNIX_EPOCH
-                    + std::time::Duration::from_millis(
-                        u64::try_from(self.clock.now_ms()).unwrap_or(0),
-                    );
+                let now = sync::from_epoch_ms(self.clock.now_ms());
                 lock.delete_all_versions(&self.store.key(key), now).await?;
             }
             _ => strata_tiering::store::delete_if_exists(self.objects.as_ref(), key).await?,

@@ -338,7 +338,7 @@ impl Tiering {
             ObjectLockMode::Governance => RetentionMode::Governance,
             ObjectLockMode::Compliance => RetentionMode::Compliance,
         };
-        let retain_until = UNIX_EPOCH + Duration::from_millis(u64::try_from(until_ms).unwrap_or(0));
+        let retain_until = from_epoch_ms(until_ms);
         for key in keys {
             lock.set_retention(&self.store.key(key), None, Retention { mode, retain_until })
                 .await
@@ -490,4 +490,10 @@ fn local_error(path: &std::path::Path, reason: &str) -> TieringError {
 pub fn epoch_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The `SystemTime` of milliseconds since the epoch (the clock's unit); times before 1970 become
+/// the epoch.
+pub fn from_epoch_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }

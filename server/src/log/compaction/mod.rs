@@ -31,7 +31,8 @@ use super::meta::MetaError;
 use super::partition::Shared;
 use super::segment::segment_file_name;
 use super::segment::{
-    INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentReadError, SegmentState, TIME_INDEX_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentReadError, SegmentSnapshot, SegmentState,
+    TIME_INDEX_SUFFIX,
 };
 use super::writer::Command;
 use crate::io::{IoError, OpenMode};
@@ -113,12 +114,23 @@ pub enum CompactionError {
     },
 }
 
-/// `(dirty, total)` bytes of `segments`, where dirty means at or after `clean_offset`.
+/// Whether a segment holds offsets at or after `clean_offset`: records no pass has covered yet.
+/// Passes end at segment boundaries, so a segment is wholly clean or wholly dirty.
+pub fn is_dirty(segment: &SegmentSnapshot, clean_offset: u64) -> bool {
+    segment.next_offset > clean_offset
+}
+
+/// `(dirty, total)` bytes of `segments` (see [`is_dirty`]).
 pub fn dirty_bytes(segments: &[Arc<Segment>], clean_offset: u64) -> (u64, u64) {
     segments.iter().fold((0, 0), |(dirty, total), segment| {
-        let size = segment.snapshot().durable_size;
-        let is_dirty = segment.base_offset() >= clean_offset;
-        (dirty + if is_dirty { size } else { 0 }, total + size)
+        let snapshot = segment.snapshot();
+        let size = snapshot.durable_size;
+        let dirty_size = if is_dirty(&snapshot, clean_offset) {
+            size
+        } else {
+            0
+        };
+        (dirty + dirty_size, total + size)
     })
 }
 
@@ -128,9 +140,8 @@ fn overdue(cleanable: &[Arc<Segment>], clean_offset: u64, now_ms: i64, max_lag_m
     let cutoff = now_ms.saturating_sub(max_lag_ms.max(0));
     cleanable.iter().any(|segment| {
         let snapshot = segment.snapshot();
-        let dirty = snapshot.next_offset > clean_offset;
         let oldest = snapshot.roll_basis_ms.or(snapshot.max_timestamp);
-        dirty && oldest.is_some_and(|t| t <= cutoff)
+        is_dirty(&snapshot, clean_offset) && oldest.is_some_and(|t| t <= cutoff)
     })
 }
 

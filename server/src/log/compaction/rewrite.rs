@@ -63,7 +63,7 @@ impl Retention {
         let mut latest = HashMap::new();
         let mut mapped_any = false;
         for (index, segment) in segments.iter().enumerate() {
-            if segment.snapshot().next_offset <= clean_offset {
+            if !super::is_dirty(&segment.snapshot(), clean_offset) {
                 continue;
             }
             if mapped_any && latest.len() >= max_keys {
