@@ -2,9 +2,9 @@
 //! `scripts/start-s3.sh` through `testing::s3_test_server`), plain harness so they can report
 //! rates and percentiles. Each case runs next to a baseline measured in the same run, because the
 //! machine is shared and noisy: the ratios are the result, not the absolute numbers.
-//! - upload: a 64 MiB segment file through `upload_file` (SHA-256, multipart above 16 MiB,
-//!   retries), alone and as Strata uploads a log (chunk digests computed from the file meanwhile,
-//!   then the `.chunks` object put), against one plain `put` of the same bytes already in memory;
+//! - upload: a 64 MiB segment file through `upload_file` (SHA-256 and chunk digests in the pass
+//!   that sends it, multipart above 16 MiB, retries), alone and as Strata uploads a log (then the
+//!   `.chunks` object put), against one plain `put` of the same bytes already in memory;
 //! - cold sequential read: the object front to back in 256 KiB reads (a consumer fetching)
 //!   through a fresh `ChunkCache`, with digests as Strata reads and without, against 1 MiB ranged
 //!   GETs issued one after another (design goal: the cache path at >= 80 % of it) and against
@@ -62,33 +62,22 @@ fn rate(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / MIB / secs
 }
 
-/// What Strata does for a segment log (`server/src/tiering/sync.rs`): the chunk digests are
-/// computed from the file on a blocking thread while the file uploads, then put as their own
-/// object. Returns the log's and the digests' objects and the digests.
+/// What Strata does for a segment log (`server/src/tiering/sync.rs`): the upload, which digests
+/// the chunks in the pass that sends them, then the digests as their own object.
 async fn upload_as_strata(
     store: &dyn ObjectStore,
     local: &LocalPath,
     key: &Path,
     chunks_key: &Path,
-) -> (UploadedObject, UploadedObject, ChunkDigests) {
+) -> (UploadedObject, UploadedObject) {
     let options = UploadOptions::default();
-    let path = local.to_owned();
-    let digests = tokio::task::spawn_blocking(move || {
-        let file = std::fs::File::open(&path)?;
-        ChunkDigests::compute_reader(std::io::BufReader::new(file), DEFAULT_CHUNK_BYTES)
-    });
     let log = upload_file(store, local, key, &options)
         .await
         .expect("upload_file");
-    let (digests, digested) = digests
-        .await
-        .expect("digest task")
-        .expect("digest the file");
-    assert_eq!(digested, log.size, "the file changed during the upload");
-    let chunks = upload_bytes(store, chunks_key, digests.encode(), &options)
+    let chunks = upload_bytes(store, chunks_key, log.chunk_digests.encode(), &options)
         .await
         .expect("upload the chunk digests");
-    (log, chunks, digests)
+    (log, chunks)
 }
 
 /// Keys the bench writes, relative to its unique prefix.
@@ -107,7 +96,7 @@ async fn upload(store: &dyn ObjectStore, local: &LocalPath, data: &Bytes, keys: 
     );
     println!(
         "  {:<6} {:>10} {:>12} {:>7} {:>22} {:>7}",
-        "round", "plain put", "upload_file", "ratio", "upload_file + digests", "ratio"
+        "round", "plain put", "upload_file", "ratio", "+ .chunks put", "ratio"
     );
     let mut best = [0.0_f64; 3];
     for round in 0..ROUNDS {
@@ -460,12 +449,11 @@ fn main() {
     runtime.block_on(async {
         upload(store.as_ref(), &local, &data, &keys).await;
         // The object the reads use, uploaded (multipart) exactly as Strata uploads a log.
-        let (log, chunks, digests) =
-            upload_as_strata(store.as_ref(), &local, &keys.log, &keys.chunks).await;
+        let (log, chunks) = upload_as_strata(store.as_ref(), &local, &keys.log, &keys.chunks).await;
         let object = RemoteObject {
             key: log.key.clone(),
             len: log.size,
-            digests: Some(Arc::new(digests)),
+            digests: Some(Arc::new(log.chunk_digests.clone())),
         };
         cold_read(&store, &object, &data).await;
         first_byte(&store, &log, &chunks, &data).await;

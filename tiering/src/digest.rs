@@ -129,6 +129,62 @@ pub struct ChunkDigests {
     pub digests: Vec<[u8; 32]>,
 }
 
+/// Builds [`ChunkDigests`] from bytes fed in pieces of any size (the parts of a streamed
+/// upload), so a large object is digested in the same pass that reads it, with nothing buffered.
+#[derive(Debug, Clone)]
+pub struct ChunkDigester {
+    chunk_bytes: u64,
+    current: Sha256,
+    /// Bytes of the current chunk fed so far.
+    filled: u64,
+    digests: Vec<[u8; 32]>,
+}
+
+impl ChunkDigester {
+    /// A digester of `chunk_bytes` chunks.
+    ///
+    /// # Panics
+    /// If `chunk_bytes` is not in `1..=MAX_CHUNK_BYTES`.
+    pub fn new(chunk_bytes: u64) -> Self {
+        assert!(
+            (1..=MAX_CHUNK_BYTES).contains(&chunk_bytes),
+            "invariant: chunk_bytes {chunk_bytes} in 1..={MAX_CHUNK_BYTES}"
+        );
+        Self {
+            chunk_bytes,
+            current: Sha256::new(),
+            filled: 0,
+            digests: Vec::new(),
+        }
+    }
+
+    /// Adds the next bytes of the object.
+    pub fn update(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let room = self.chunk_bytes - self.filled;
+            let take = usize::try_from(room).map_or(data.len(), |room| room.min(data.len()));
+            self.current.update(&data[..take]);
+            self.filled += take as u64;
+            data = &data[take..];
+            if self.filled == self.chunk_bytes {
+                self.digests.push(self.current.finalize_reset().into());
+                self.filled = 0;
+            }
+        }
+    }
+
+    /// The digests of everything fed, the last chunk possibly short.
+    pub fn finish(mut self) -> ChunkDigests {
+        if self.filled > 0 {
+            self.digests.push(self.current.finalize().into());
+        }
+        ChunkDigests {
+            chunk_bytes: self.chunk_bytes,
+            digests: self.digests,
+        }
+    }
+}
+
 impl ChunkDigests {
     /// Digests of every `chunk_bytes` chunk of `data`. CPU-bound (about a millisecond per MiB):
     /// call it from blocking code for large objects.
@@ -144,53 +200,6 @@ impl ChunkDigests {
         Self {
             chunk_bytes,
             digests: data.chunks(step).map(sha256).collect(),
-        }
-    }
-
-    /// [`Self::compute`] over everything `reader` yields, holding one chunk in memory at a time
-    /// (a segment log can be a gigabyte). Returns the digests and the bytes read. Blocking I/O.
-    ///
-    /// # Errors
-    /// Read errors.
-    ///
-    /// # Panics
-    /// If `chunk_bytes` is not in `1..=MAX_CHUNK_BYTES`.
-    pub fn compute_reader(
-        mut reader: impl std::io::Read,
-        chunk_bytes: u64,
-    ) -> std::io::Result<(Self, u64)> {
-        assert!(
-            (1..=MAX_CHUNK_BYTES).contains(&chunk_bytes),
-            "invariant: chunk_bytes {chunk_bytes} in 1..={MAX_CHUNK_BYTES}"
-        );
-        let step = usize::try_from(chunk_bytes).expect("invariant: chunk_bytes fits in usize");
-        let mut chunk = vec![0_u8; step];
-        let mut digests = Vec::new();
-        let mut total = 0_u64;
-        loop {
-            // Fill the whole chunk unless the input ends: digests cover aligned chunks.
-            let mut filled = 0;
-            while filled < step {
-                match reader.read(&mut chunk[filled..]) {
-                    Ok(0) => break,
-                    Ok(read) => filled += read,
-                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(error) => return Err(error),
-                }
-            }
-            if filled > 0 {
-                digests.push(sha256(&chunk[..filled]));
-                total += filled as u64;
-            }
-            if filled < step {
-                return Ok((
-                    Self {
-                        chunk_bytes,
-                        digests,
-                    },
-                    total,
-                ));
-            }
         }
     }
 
@@ -409,26 +418,6 @@ mod tests {
         ));
     }
 
-    /// A reader that returns short reads of the given sizes in turn, like a pipe or a socket.
-    struct Trickle<'a> {
-        data: &'a [u8],
-        position: usize,
-        sizes: Vec<usize>,
-        call: usize,
-    }
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let size = self.sizes[self.call % self.sizes.len()];
-            self.call += 1;
-            let rest = &self.data[self.position..];
-            let n = size.min(buf.len()).min(rest.len());
-            buf[..n].copy_from_slice(&rest[..n]);
-            self.position += n;
-            Ok(n)
-        }
-    }
-
     fn arb_digests() -> impl Strategy<Value = (Vec<u8>, u64)> {
         (proptest::collection::vec(any::<u8>(), 0..600), 1u64..130)
     }
@@ -472,14 +461,21 @@ mod tests {
         }
 
         #[test]
-        fn streaming_digests_equal_in_memory_ones_whatever_the_read_sizes(
+        fn digests_fed_in_pieces_equal_those_of_the_whole(
             (data, chunk_bytes) in arb_digests(),
-            read_sizes in proptest::collection::vec(1usize..200, 1..20),
+            piece_sizes in proptest::collection::vec(1usize..200, 1..20),
         ) {
-            let reader = Trickle { data: &data, position: 0, sizes: read_sizes, call: 0 };
-            let (streamed, total) = ChunkDigests::compute_reader(reader, chunk_bytes).unwrap();
-            prop_assert_eq!(total, data.len() as u64);
-            prop_assert_eq!(streamed, ChunkDigests::compute(&data, chunk_bytes));
+            let mut digester = ChunkDigester::new(chunk_bytes);
+            let mut rest = &data[..];
+            for size in piece_sizes.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, tail) = rest.split_at((*size).min(rest.len()));
+                digester.update(piece);
+                rest = tail;
+            }
+            prop_assert_eq!(digester.finish(), ChunkDigests::compute(&data, chunk_bytes));
         }
 
         #[test]

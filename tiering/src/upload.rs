@@ -32,7 +32,8 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use sha2::{Digest, Sha256};
 
-use crate::digest::{sha256_hex, to_hex};
+use crate::digest::{ChunkDigester, ChunkDigests, DEFAULT_CHUNK_BYTES, to_hex};
+use crate::manifest::ObjectRef;
 
 /// Files smaller than this go in one put (S3 single puts are cheaper and atomic); larger ones as
 /// a multipart upload, which bounds memory and lets a slow part be retried alone by the client.
@@ -54,6 +55,9 @@ pub struct UploadOptions {
     pub max_concurrent_parts: usize,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
+    /// Chunk size of the per-chunk digests computed in the same pass as the SHA-256 (cold reads
+    /// verify each ranged GET with them), in `1..=MAX_CHUNK_BYTES`.
+    pub chunk_bytes: u64,
 }
 
 impl Default for UploadOptions {
@@ -63,6 +67,7 @@ impl Default for UploadOptions {
             part_bytes: DEFAULT_PART_BYTES,
             max_concurrent_parts: DEFAULT_MAX_CONCURRENT_PARTS,
             retry: RetryPolicy::default(),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
         }
     }
 }
@@ -110,6 +115,50 @@ pub struct UploadedObject {
     pub size: u64,
     /// The SHA-256 of its bytes, 64 lowercase hex digits.
     pub sha256: String,
+    /// The SHA-256 of each `UploadOptions::chunk_bytes` chunk of its bytes.
+    pub chunk_digests: ChunkDigests,
+}
+
+impl UploadedObject {
+    /// The manifest's record of this object.
+    pub fn object_ref(&self) -> ObjectRef {
+        ObjectRef {
+            key: self.key.to_string(),
+            size: self.size,
+            sha256: self.sha256.clone(),
+        }
+    }
+}
+
+/// Both digests of an object, computed in one pass over its bytes.
+struct ObjectHasher {
+    whole: Sha256,
+    chunks: ChunkDigester,
+}
+
+impl ObjectHasher {
+    fn new(chunk_bytes: u64) -> Self {
+        Self {
+            whole: Sha256::new(),
+            chunks: ChunkDigester::new(chunk_bytes),
+        }
+    }
+
+    fn update(&mut self, data: &[u8]) {
+        self.whole.update(data);
+        self.chunks.update(data);
+    }
+
+    /// The SHA-256 (hex) and the chunk digests.
+    fn finish(self) -> (String, ChunkDigests) {
+        (to_hex(&self.whole.finalize().into()), self.chunks.finish())
+    }
+
+    fn of(data: &[u8], chunk_bytes: u64) -> (String, ChunkDigests) {
+        let mut hasher = Self::new(chunk_bytes);
+        hasher.update(data);
+        hasher.finish()
+    }
 }
 
 /// Why an upload failed.
@@ -213,16 +262,17 @@ pub async fn upload_bytes(
     bytes: Bytes,
     options: &UploadOptions,
 ) -> Result<UploadedObject, UploadError> {
-    let sha256 = sha256_hex(&bytes);
-    put_with_retries(store, key, bytes, sha256, options).await
+    let digests = ObjectHasher::of(&bytes, options.chunk_bytes);
+    put_with_retries(store, key, bytes, digests, options).await
 }
 
-/// One put of `bytes` (whose SHA-256 is `sha256`), retried on transient failures.
+/// One put of `bytes` (whose digests are `(sha256, chunk_digests)`), retried on transient
+/// failures.
 async fn put_with_retries(
     store: &dyn ObjectStore,
     key: &Path,
     bytes: Bytes,
-    sha256: String,
+    (sha256, chunk_digests): (String, ChunkDigests),
     options: &UploadOptions,
 ) -> Result<UploadedObject, UploadError> {
     let size = bytes.len() as u64;
@@ -239,6 +289,7 @@ async fn put_with_retries(
         key: key.clone(),
         size,
         sha256,
+        chunk_digests,
     })
 }
 
@@ -261,10 +312,10 @@ pub async fn upload_file(
     };
     let size = tokio::fs::metadata(local).await.map_err(read_error)?.len();
     if size < options.multipart_threshold_bytes {
-        let (bytes, sha256) = read_whole(local).await?;
-        return put_with_retries(store, key, bytes, sha256, options).await;
+        let (bytes, digests) = read_whole(local, options.chunk_bytes).await?;
+        return put_with_retries(store, key, bytes, digests, options).await;
     }
-    let sha256 = with_retries(key, &options.retry, || {
+    let (sha256, chunk_digests) = with_retries(key, &options.retry, || {
         upload_multipart_attempt(store, local, key, size, options)
     })
     .await?;
@@ -272,6 +323,7 @@ pub async fn upload_file(
         key: key.clone(),
         size,
         sha256,
+        chunk_digests,
     })
 }
 
@@ -322,13 +374,16 @@ pub async fn upload_all(
         .collect())
 }
 
-/// Reads a whole (small) file and its SHA-256 on a blocking thread.
-async fn read_whole(local: &LocalPath) -> Result<(Bytes, String), UploadError> {
+/// Reads a whole (small) file and its digests on a blocking thread.
+async fn read_whole(
+    local: &LocalPath,
+    chunk_bytes: u64,
+) -> Result<(Bytes, (String, ChunkDigests)), UploadError> {
     let path = local.to_owned();
     tokio::task::spawn_blocking(move || {
         let data = std::fs::read(&path).map_err(|source| UploadError::ReadFile { path, source })?;
-        let sha256 = sha256_hex(&data);
-        Ok((Bytes::from(data), sha256))
+        let digests = ObjectHasher::of(&data, chunk_bytes);
+        Ok((Bytes::from(data), digests))
     })
     .await
     .map_err(|source| UploadError::ReadTask {
@@ -338,15 +393,17 @@ async fn read_whole(local: &LocalPath) -> Result<(Bytes, String), UploadError> {
 }
 
 /// One multipart attempt: streams the file part by part, hashing what it sends. Aborts the
-/// upload on any failure before completion. Returns the SHA-256 of the bytes sent.
+/// upload on any failure before completion. Returns the digests of the bytes sent.
 async fn upload_multipart_attempt(
     store: &dyn ObjectStore,
     local: &LocalPath,
     key: &Path,
     size: u64,
     options: &UploadOptions,
-) -> Result<String, AttemptError> {
-    let mut reader = PartReader::open(local).await.map_err(AttemptError::Local)?;
+) -> Result<(String, ChunkDigests), AttemptError> {
+    let mut reader = PartReader::open(local, options.chunk_bytes)
+        .await
+        .map_err(AttemptError::Local)?;
     let upload = store
         .put_multipart(key)
         .await
@@ -409,11 +466,11 @@ async fn feed_parts(
 struct PartReader {
     path: PathBuf,
     /// `None` only while a step runs on the blocking thread.
-    state: Option<(std::fs::File, Sha256)>,
+    state: Option<(std::fs::File, ObjectHasher)>,
 }
 
 impl PartReader {
-    async fn open(local: &LocalPath) -> Result<Self, UploadError> {
+    async fn open(local: &LocalPath, chunk_bytes: u64) -> Result<Self, UploadError> {
         let file = tokio::fs::File::open(local)
             .await
             .map_err(|source| UploadError::ReadFile {
@@ -423,7 +480,7 @@ impl PartReader {
         let file = file.into_std().await;
         Ok(Self {
             path: local.to_owned(),
-            state: Some((file, Sha256::new())),
+            state: Some((file, ObjectHasher::new(chunk_bytes))),
         })
     }
 
@@ -449,10 +506,10 @@ impl PartReader {
         Ok(part)
     }
 
-    /// The SHA-256 of everything read, hex.
-    fn finish(self) -> String {
+    /// The digests of everything read.
+    fn finish(self) -> (String, ChunkDigests) {
         let (_, hasher) = self.state.expect("invariant: no step is running");
-        to_hex(&hasher.finalize().into())
+        hasher.finish()
     }
 }
 

@@ -13,11 +13,10 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use strata_tiering::digest::{ChunkDigests, DEFAULT_CHUNK_BYTES};
 use strata_tiering::layout::{self, SEGMENT_KINDS};
 use strata_tiering::manifest::{self, Manifest, ManifestError, ObjectRef, RemoteSegment};
 use strata_tiering::object_lock::{Retention, RetentionMode};
-use strata_tiering::upload::{UploadOptions, upload_all, upload_bytes};
+use strata_tiering::upload::{UploadOptions, UploadedObject, upload_all, upload_bytes};
 
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::{ClosedSegment, Partition};
@@ -265,35 +264,22 @@ impl Tiering {
             .cloned()
             .zip(keys.iter().cloned())
             .collect();
-        // The chunk digests are computed from the file while its three objects upload.
-        let log_path = segment.paths[0].clone();
-        let digests = tokio::task::spawn_blocking(move || {
-            let file = std::fs::File::open(&log_path)?;
-            ChunkDigests::compute_reader(std::io::BufReader::new(file), DEFAULT_CHUNK_BYTES)
-        });
+        // Each upload digests its file's chunks in the pass that sends it: the log's are kept.
         let uploaded = upload_all(self.objects.as_ref(), files, &options, SEGMENT_FILES).await?;
-        let (digests, digested_bytes) = digests
-            .await
-            .map_err(|e| local_error(&segment.paths[0], &e.to_string()))?
-            .map_err(|e| local_error(&segment.paths[0], &e.to_string()))?;
-        let mut refs: Vec<ObjectRef> = uploaded
-            .into_iter()
-            .map(|object| ObjectRef {
-                key: object.key.to_string(),
-                size: object.size,
-                sha256: object.sha256,
-            })
+        let log_digests = &uploaded[0].chunk_digests;
+        let chunk_bytes = log_digests.chunk_bytes;
+        let chunks = upload_bytes(
+            self.objects.as_ref(),
+            &keys[3],
+            log_digests.encode(),
+            &options,
+        )
+        .await?;
+        let refs: Vec<ObjectRef> = uploaded
+            .iter()
+            .chain([&chunks])
+            .map(UploadedObject::object_ref)
             .collect();
-        if digested_bytes != refs[0].size {
-            return Err(local_error(&segment.paths[0], "changed during upload"));
-        }
-        let chunks =
-            upload_bytes(self.objects.as_ref(), &keys[3], digests.encode(), &options).await?;
-        refs.push(ObjectRef {
-            key: chunks.key.to_string(),
-            size: chunks.size,
-            sha256: chunks.sha256,
-        });
         let now = self.clock.now_ms();
         let retain_until_ms = self.lock_objects(&keys, config, now).await?;
         let [log, index, time_index, chunks]: [ObjectRef; 4] = refs
@@ -307,7 +293,7 @@ impl Tiering {
             size: log.size,
             uploaded_at_ms: now,
             retain_until_ms,
-            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            chunk_bytes,
             log,
             index,
             time_index,

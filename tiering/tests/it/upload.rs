@@ -11,7 +11,7 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use strata_tiering::digest::sha256_hex;
+use strata_tiering::digest::{ChunkDigests, sha256_hex};
 use strata_tiering::faults::{FaultKind, Faults, FaultyObjectStore, Operation, is_injected};
 use strata_tiering::upload::{
     RetryPolicy, UploadError, UploadOptions, upload_all, upload_bytes, upload_file,
@@ -34,7 +34,14 @@ fn options() -> UploadOptions {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(2),
         },
+        // Not a divisor of the part size: chunks straddle parts.
+        chunk_bytes: 5 * 1024,
     }
+}
+
+/// What every upload must report as its chunk digests.
+fn chunk_digests_of(data: &[u8]) -> ChunkDigests {
+    ChunkDigests::compute(data, options().chunk_bytes)
 }
 
 fn faulty_memory() -> (Arc<dyn ObjectStore>, Arc<InMemory>, Faults) {
@@ -68,6 +75,7 @@ async fn small_file_is_uploaded_with_one_put_and_its_sha256() {
     assert_eq!(uploaded.key, key);
     assert_eq!(uploaded.size, 1000);
     assert_eq!(uploaded.sha256, sha256_hex(&data));
+    assert_eq!(uploaded.chunk_digests, chunk_digests_of(&data));
     assert_eq!(faults.calls(Operation::Put), 1);
     assert_eq!(faults.calls(Operation::PutMultipart), 0);
     assert_eq!(stored(&*memory, &key).await, data);
@@ -87,6 +95,7 @@ async fn file_above_the_threshold_is_uploaded_in_parts() {
 
     assert_eq!(uploaded.size, 100_000);
     assert_eq!(uploaded.sha256, sha256_hex(&data));
+    assert_eq!(uploaded.chunk_digests, chunk_digests_of(&data));
     // create + ceil(100000 / 16384) = 7 parts + complete
     assert_eq!(faults.calls(Operation::PutMultipart), 9);
     assert_eq!(faults.calls(Operation::Put), 0);
@@ -225,6 +234,8 @@ async fn multipart_completion_that_landed_but_timed_out_restarts_the_upload() {
     // Two attempts of create + 5 parts + complete, plus the abort after the first completion.
     assert_eq!(faults.calls(Operation::PutMultipart), 2 * 7 + 1);
     assert_eq!(uploaded.sha256, sha256_hex(&data));
+    // The digests are of one attempt's bytes, not of both attempts.
+    assert_eq!(uploaded.chunk_digests, chunk_digests_of(&data));
     assert_eq!(stored(&*memory, &key).await, data);
 }
 
