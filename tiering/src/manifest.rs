@@ -189,6 +189,15 @@ pub enum ManifestError {
         /// The generation lost.
         generation: u64,
     },
+    /// This writer already created this generation with other content: an earlier attempt
+    /// that reported an error (a timeout) but landed, before the change was rebuilt (with new
+    /// upload times). Not a rival: adopt the manifest and redo the change on top of it.
+    #[error(
+        "manifest generation {} of {}/{} was already written by this writer (an earlier attempt \
+         landed); adopting it",
+        .0.generation, .0.topic, .0.partition
+    )]
+    LandedEarlier(Box<Manifest>),
     /// The store failed.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
@@ -221,28 +230,34 @@ pub async fn load_latest(
         return Ok(None);
     };
     let body = store.get(newest.1).await?.bytes().await?;
-    let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| ManifestError::Invalid {
-        key: newest.1.to_string(),
+    parse(newest.1, &body, newest.0).map(Some)
+}
+
+/// Parses the manifest object at `key`, which must be of `generation`.
+fn parse(key: &Path, body: &[u8], generation: u64) -> Result<Manifest, ManifestError> {
+    let manifest: Manifest = serde_json::from_slice(body).map_err(|e| ManifestError::Invalid {
+        key: key.to_string(),
         reason: e.to_string(),
     })?;
-    if manifest.format != MANIFEST_FORMAT || manifest.generation != newest.0 {
+    if manifest.format != MANIFEST_FORMAT || manifest.generation != generation {
         return Err(ManifestError::Invalid {
-            key: newest.1.to_string(),
+            key: key.to_string(),
             reason: format!(
-                "format {} generation {} (expected format {MANIFEST_FORMAT}, generation {})",
-                manifest.format, manifest.generation, newest.0
+                "format {} generation {} (expected format {MANIFEST_FORMAT}, generation {generation})",
+                manifest.format, manifest.generation
             ),
         });
     }
-    Ok(Some(manifest))
+    Ok(manifest)
 }
 
 /// Creates `manifest` as its generation's object; fails with [`ManifestError::Fenced`] when
 /// that generation exists. Then prunes generations older than the last few.
 ///
 /// # Errors
-/// Fenced, or store errors (the caller retries the same generation: a create that landed but
-/// reported an error then reads as `Fenced` only if the content differs, see below).
+/// Fenced; LandedEarlier when this writer's own earlier attempt of the generation landed with
+/// other content; store errors (the caller retries the same generation: a create that landed
+/// but reported an error then reads as success when the content is the same).
 pub async fn store_next(store: &dyn ObjectStore, manifest: &Manifest) -> Result<(), ManifestError> {
     let key = layout::manifest_file(&manifest.topic, manifest.partition, manifest.generation);
     let body = serde_json::to_vec_pretty(manifest).map_err(|e| ManifestError::Invalid {
@@ -261,13 +276,19 @@ pub async fn store_next(store: &dyn ObjectStore, manifest: &Manifest) -> Result<
         Ok(_) => {}
         Err(object_store::Error::AlreadyExists { .. }) => {
             // A retry of a create that landed although it reported an error finds its own
-            // bytes there: that is success, not a second writer.
+            // bytes there: that is success, not a second writer. Other bytes of our own writer
+            // are an earlier attempt of this generation; anything else is a rival.
             let existing = store.get(&key).await?.bytes().await?;
             if existing != body {
-                return Err(ManifestError::Fenced {
-                    topic: manifest.topic.clone(),
-                    partition: manifest.partition,
-                    generation: manifest.generation,
+                return Err(match parse(&key, &existing, manifest.generation) {
+                    Ok(existing) if existing.writer == manifest.writer => {
+                        ManifestError::LandedEarlier(Box::new(existing))
+                    }
+                    _ => ManifestError::Fenced {
+                        topic: manifest.topic.clone(),
+                        partition: manifest.partition,
+                        generation: manifest.generation,
+                    },
                 });
             }
         }
@@ -393,6 +414,13 @@ mod tests {
             matches!(fenced, Err(ManifestError::Fenced { generation: 1, .. })),
             "{fenced:?}"
         );
+        // The same writer with other content for generation 1: its earlier attempt, returned.
+        let mut rebuilt = first.clone();
+        rebuilt.log_start_offset = 7;
+        match store_next(store.as_ref(), &rebuilt).await {
+            Err(ManifestError::LandedEarlier(existing)) => assert_eq!(*existing, first),
+            other => panic!("{other:?}"),
+        }
         let mut next = first.successor("a");
         for _ in 0..5 {
             store_next(store.as_ref(), &next).await.unwrap();

@@ -213,30 +213,20 @@ impl Tiering {
                 remote.set_manifest(manifest);
                 Ok(())
             }
+            Err(ManifestError::LandedEarlier(existing)) => {
+                tracing::info!(
+                    topic = remote.topic,
+                    partition = remote.partition,
+                    generation = existing.generation,
+                    "adopting our own manifest whose create reported an error"
+                );
+                remote.set_manifest((*existing).clone());
+                // The change is redone on top of it by the next sweep.
+                Err(ManifestError::LandedEarlier(existing).into())
+            }
             Err(error @ ManifestError::Fenced { .. }) => {
-                // Our own earlier write of this generation may have landed although it reported
-                // an error (a timeout): then the newest manifest is ours, not a rival's. It is
-                // adopted, and this change is retried on the next sweep.
-                match manifest::load_latest(self.objects.as_ref(), &remote.topic, remote.partition)
-                    .await
-                {
-                    Ok(Some(latest)) if latest.writer == self.writer => {
-                        tracing::info!(
-                            topic = remote.topic,
-                            partition = remote.partition,
-                            generation = latest.generation,
-                            "adopting our own manifest whose create reported an error"
-                        );
-                        remote.set_manifest(latest);
-                        Err(error.into())
-                    }
-                    // Without the evidence, nothing is decided: the next sweep asks again.
-                    Err(load_error) => Err(load_error.into()),
-                    Ok(_) => {
-                        remote.fence(error.to_string());
-                        Err(error.into())
-                    }
-                }
+                remote.fence(error.to_string());
+                Err(error.into())
             }
             Err(error) => Err(error.into()),
         }

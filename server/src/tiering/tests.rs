@@ -340,7 +340,7 @@ async fn an_unreadable_store_after_a_refused_manifest_create_does_not_fence() {
     values.extend(append(&fixture, 6).await);
     fixture
         .faults
-        .fail_next(&[Operation::List], 1, FaultKind::Unavailable);
+        .fail_next(&[Operation::Get], 1, FaultKind::Unavailable);
     fixture.clock.advance(1_000);
     fixture.tiering.sweep(&fixture.catalog, true).await;
     assert_eq!(fixture.faults.injected(), 2, "both faults were injected");
