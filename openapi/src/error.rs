@@ -29,8 +29,10 @@ use utoipa::ToSchema;
 /// - `busy` (503, retryable): the server is overloaded; retry after a short backoff.
 /// - `conflict` (409): the request conflicts with the current state of the resource.
 /// - `corrupt` (500): stored data failed an integrity check while serving the request.
+/// - `disk_full` (503, retryable): the data disk has no space left; retry after `Retry-After`.
 /// - `group_not_found` (404): no consumer group has this id.
 /// - `internal` (500): an unexpected server error; the server logs the detail.
+/// - `internal_topic` (409): internal topics (`__` prefix) are not writable or configurable.
 /// - `invalid` (422): the request is well-formed but a value is not acceptable.
 /// - `invalid_config` (422): a topic config key is unknown or its value is out of range.
 /// - `invalid_producer` (422): the producer id is unknown to the server.
@@ -52,10 +54,12 @@ use utoipa::ToSchema;
 /// - `storage_unavailable` (503, retryable): the storage layer cannot serve the request now.
 /// - `timeout` (504, retryable): the server gave up waiting; the request may have taken effect.
 /// - `topic_already_exists` (409): a topic with this name exists.
+/// - `too_many_open_files` (503, retryable): the server reached its open-file limit.
 /// - `topic_not_found` (404): no topic has this name.
 /// - `unavailable` (503, retryable): the server is starting up or shutting down.
 /// - `unknown_member` (409): the member left, was evicted or was replaced.
 /// - `unsupported_media_type` (415): the `Content-Type` is not accepted by this endpoint.
+/// - `unsupported_record_batch` (422): a record batch uses a feature Strata does not implement.
 // The identity of a code is its snake_case wire name, not a discriminant, so variants carry no
 // explicit values. Keep variants sorted by wire name; the tests check it.
 #[non_exhaustive]
@@ -78,10 +82,17 @@ pub enum ErrorCode {
     Conflict,
     /// Stored data failed an integrity check while serving the request.
     Corrupt,
+    /// The data disk is full. Nothing of the request was stored; the server recovers by itself
+    /// once space is freed, so retry after the `Retry-After` header's delay.
+    DiskFull,
     /// No consumer group has this id (it has no members and no committed offsets).
     GroupNotFound,
     /// An unexpected server error; the message says nothing internal, the server log does.
     Internal,
+    /// Internal topics (names starting with `__`, such as `__consumer_offsets`) belong to the
+    /// server: they can be read, but never produced to, reconfigured, grown, trimmed, deleted or
+    /// subscribed to through the public API.
+    InternalTopic,
     /// The request is well-formed but a value is not acceptable (for example `partitions: 0`).
     Invalid,
     /// A topic config key is unknown, or its value has the wrong type or is out of range.
@@ -130,6 +141,9 @@ pub enum ErrorCode {
     /// The server gave up waiting (for example for an fsync). The request may still have taken
     /// effect; retrying with producer fields makes the retry safe.
     Timeout,
+    /// The server has as many files open as its limit allows (`ulimit -n`); retry later, and
+    /// raise the limit or reduce the number of partitions.
+    TooManyOpenFiles,
     /// A topic with this name already exists.
     TopicAlreadyExists,
     /// No topic has this name.
@@ -141,6 +155,9 @@ pub enum ErrorCode {
     UnknownMember,
     /// The request's `Content-Type` is not accepted by this endpoint.
     UnsupportedMediaType,
+    /// A record batch uses a feature Strata does not implement yet: transactional or control
+    /// batches. The message names the feature.
+    UnsupportedRecordBatch,
 }
 
 impl ErrorCode {
@@ -154,8 +171,10 @@ impl ErrorCode {
         ErrorCode::Busy,
         ErrorCode::Conflict,
         ErrorCode::Corrupt,
+        ErrorCode::DiskFull,
         ErrorCode::GroupNotFound,
         ErrorCode::Internal,
+        ErrorCode::InternalTopic,
         ErrorCode::Invalid,
         ErrorCode::InvalidConfig,
         ErrorCode::InvalidProducer,
@@ -176,11 +195,13 @@ impl ErrorCode {
         ErrorCode::StaleGeneration,
         ErrorCode::StorageUnavailable,
         ErrorCode::Timeout,
+        ErrorCode::TooManyOpenFiles,
         ErrorCode::TopicAlreadyExists,
         ErrorCode::TopicNotFound,
         ErrorCode::Unavailable,
         ErrorCode::UnknownMember,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::UnsupportedRecordBatch,
     ];
 
     /// The HTTP status code that every response with this code carries.
@@ -198,6 +219,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotAcceptable => 406,
             ErrorCode::Conflict
+            | ErrorCode::InternalTopic
             | ErrorCode::NoValidOffset
             | ErrorCode::PartitionNotAssigned
             | ErrorCode::ProducerFenced
@@ -213,9 +235,14 @@ impl ErrorCode {
             | ErrorCode::InvalidConfig
             | ErrorCode::InvalidProducer
             | ErrorCode::InvalidTopicName
-            | ErrorCode::KeyRequired => 422,
+            | ErrorCode::KeyRequired
+            | ErrorCode::UnsupportedRecordBatch => 422,
             ErrorCode::Corrupt | ErrorCode::Internal => 500,
-            ErrorCode::Busy | ErrorCode::StorageUnavailable | ErrorCode::Unavailable => 503,
+            ErrorCode::Busy
+            | ErrorCode::DiskFull
+            | ErrorCode::StorageUnavailable
+            | ErrorCode::TooManyOpenFiles
+            | ErrorCode::Unavailable => 503,
             ErrorCode::Timeout => 504,
         }
     }
@@ -225,8 +252,10 @@ impl ErrorCode {
     pub fn is_retryable(&self) -> bool {
         match self {
             ErrorCode::Busy
+            | ErrorCode::DiskFull
             | ErrorCode::StorageUnavailable
             | ErrorCode::Timeout
+            | ErrorCode::TooManyOpenFiles
             | ErrorCode::Unavailable => true,
             ErrorCode::BadHeader
             | ErrorCode::BadJson
@@ -237,6 +266,7 @@ impl ErrorCode {
             | ErrorCode::Corrupt
             | ErrorCode::GroupNotFound
             | ErrorCode::Internal
+            | ErrorCode::InternalTopic
             | ErrorCode::Invalid
             | ErrorCode::InvalidConfig
             | ErrorCode::InvalidProducer
@@ -258,7 +288,8 @@ impl ErrorCode {
             | ErrorCode::TopicAlreadyExists
             | ErrorCode::TopicNotFound
             | ErrorCode::UnknownMember
-            | ErrorCode::UnsupportedMediaType => false,
+            | ErrorCode::UnsupportedMediaType
+            | ErrorCode::UnsupportedRecordBatch => false,
         }
     }
 
@@ -273,8 +304,10 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::Conflict => "conflict",
             ErrorCode::Corrupt => "corrupt",
+            ErrorCode::DiskFull => "disk_full",
             ErrorCode::GroupNotFound => "group_not_found",
             ErrorCode::Internal => "internal",
+            ErrorCode::InternalTopic => "internal_topic",
             ErrorCode::Invalid => "invalid",
             ErrorCode::InvalidConfig => "invalid_config",
             ErrorCode::InvalidProducer => "invalid_producer",
@@ -295,11 +328,13 @@ impl ErrorCode {
             ErrorCode::StaleGeneration => "stale_generation",
             ErrorCode::StorageUnavailable => "storage_unavailable",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::TooManyOpenFiles => "too_many_open_files",
             ErrorCode::TopicAlreadyExists => "topic_already_exists",
             ErrorCode::TopicNotFound => "topic_not_found",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::UnknownMember => "unknown_member",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::UnsupportedRecordBatch => "unsupported_record_batch",
         }
     }
 }
@@ -342,7 +377,8 @@ pub struct ErrorDetail {
     /// releases: do not parse it.
     pub message: String,
     /// Whether repeating the identical request later can succeed. True only for transient
-    /// server-side conditions (`busy`, `storage_unavailable`, `timeout`, `unavailable`).
+    /// server-side conditions (`busy`, `disk_full`, `storage_unavailable`, `timeout`,
+    /// `too_many_open_files`, `unavailable`).
     pub retryable: bool,
     /// On `offset_out_of_range`: the first offset still readable in the partition (log start).
     #[serde(default, skip_serializing_if = "Option::is_none")]

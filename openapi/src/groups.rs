@@ -236,6 +236,21 @@ pub enum ResetTarget {
     Shift,
 }
 
+/// Where a group's lag of a partition is counted from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LagBasis {
+    /// The committed offset (or the log start, when retention deleted the committed offset).
+    Committed,
+    /// No commit: a member starts at the log start (`auto_offset_reset: earliest`).
+    Earliest,
+    /// No commit: a member starts at the high watermark (`auto_offset_reset: latest`).
+    Latest,
+    /// No commit and `auto_offset_reset: none`: a member's fetch fails until offsets are
+    /// committed or reset; counted from the log start.
+    None,
+}
+
 /// Lag of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PartitionLag {
@@ -243,14 +258,19 @@ pub struct PartitionLag {
     pub topic: String,
     /// Partition.
     pub partition: u32,
-    /// The committed offset.
-    pub committed_offset: u64,
+    /// The committed offset; `null` when the group has committed none for this partition.
+    #[schema(required = true)]
+    pub committed_offset: Option<u64>,
+    /// Where the group reads from next, and so where the lag counts from (see `basis`).
+    pub start_offset: u64,
+    /// Why `start_offset` is where it is.
+    pub basis: LagBasis,
     /// The partition's high watermark.
     pub high_watermark: u64,
-    /// Records not yet committed: high watermark minus committed offset.
+    /// Records the group has not consumed yet: high watermark minus `start_offset`.
     pub lag_records: u64,
-    /// Age in ms of the record at the committed offset (how far behind in time the group is);
-    /// 0 when caught up.
+    /// Age in ms of the record at `start_offset` (how far behind in time the group is); 0 when
+    /// caught up. Read like a fetch, so records only in tiered storage count too.
     pub lag_ms: i64,
 }
 
@@ -259,7 +279,7 @@ pub struct PartitionLag {
 pub struct GroupLag {
     /// Group id.
     pub group: String,
-    /// Per committed partition.
+    /// Every partition the group has committed to or that a member subscribes to.
     pub partitions: Vec<PartitionLag>,
     /// Sum of `lag_records`.
     pub total_lag_records: u64,

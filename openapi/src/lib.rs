@@ -18,15 +18,16 @@ pub mod health;
 pub mod offsets;
 pub mod producers;
 pub mod records;
+pub mod streams;
 pub mod topics;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use groups::{
     AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset,
     EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
-    HeartbeatRequest, JoinGroupRequest, MemberAssignment, MemberFetchQuery, MemberFetchResponse,
-    MemberInfo, MemberRecord, OffsetCommit, PartitionLag, PartitionPosition, ResetOffsetsRequest,
-    ResetTarget, TopicPartitionRef,
+    HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment, MemberFetchQuery,
+    MemberFetchResponse, MemberInfo, MemberRecord, OffsetCommit, PartitionLag, PartitionPosition,
+    ResetOffsetsRequest, ResetTarget, TopicPartitionRef,
 };
 pub use health::{Health, Readiness};
 pub use offsets::{
@@ -38,6 +39,7 @@ pub use records::{
     Acks, FetchQuery, FetchResponse, FetchedRecord, ProduceQuery, ProduceRecord, ProduceRequest,
     ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
+pub use streams::{StreamEnd, StreamEndReason, StreamPing};
 pub use topics::{
     AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, ConfigUpdateValue,
     ConfigValue, CreateTopicRequest, PartitionDescription, SegmentInfo, SegmentList,

@@ -20,6 +20,13 @@ pub const FETCH_MAX_BYTES: u64 = 64 << 20;
 pub const FETCH_MAX_BYTES_LIMIT: u64 = 1 << 30;
 /// Idle SSE streams send a ping this often so proxies keep them open.
 pub const SSE_PING_INTERVAL_MS: u64 = 15_000;
+/// The `retry` an SSE stream announces: how long a browser's EventSource waits before it
+/// reconnects (its own default is 3 s). One second resumes quickly after a restart without a
+/// tight reconnect loop.
+pub const SSE_RETRY_MS: u64 = 1_000;
+/// How often a waiting SSE stream checks that its topic still exists, so a deleted topic's
+/// stream ends within about this long.
+pub const TOPIC_DELETION_CHECK_MS: u64 = 1_000;
 /// Default graceful-shutdown wait for in-flight requests.
 pub const SHUTDOWN_TIMEOUT_MS: u64 = 30_000;
 /// Retention checks every 5 minutes (Kafka's `log.retention.check.interval.ms`): segments are

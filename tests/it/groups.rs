@@ -1219,3 +1219,84 @@ async fn offsets_reset_is_refused_while_members_are_live_unless_forced_and_moves
     .await;
     assert_eq!(committed(&api, "replayers").await, at(0));
 }
+
+#[tokio::test]
+async fn growing_a_subscribed_topic_starts_a_rebalance_that_assigns_the_new_partitions() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("growing", 2).await;
+    let (mut member, _) = join(
+        &api,
+        "growers",
+        json!({"topics": ["growing"], "auto_offset_reset": "earliest"}),
+    )
+    .await;
+    let owned = settle(&api, std::slice::from_mut(&mut member)).await;
+    assert_eq!(owned[&member.id], partitions("growing", 0..2));
+    let first = member.generation;
+    let grown = api
+        .post("/v1/topics/growing/partitions", &json!({"partitions": 4}))
+        .await;
+    assert_eq!(grown.status(), 200);
+    produce_n(&api, "growing", 3, 2).await;
+    eventually(WAIT, "a heartbeat learns a new generation", || {
+        let (api, member) = (api.clone(), member.clone());
+        async move {
+            let body = ok_json(heartbeat_raw(&api, &member, member.generation).await).await;
+            body["generation"].as_u64().unwrap() > u64::from(first)
+        }
+    })
+    .await;
+    let owned = settle(&api, std::slice::from_mut(&mut member)).await;
+    assert_eq!(owned[&member.id], partitions("growing", 0..4));
+    // The records of a new partition are read.
+    let read = drain(&api, &member).await;
+    assert!(read.contains(&(3, 0)) && read.contains(&(3, 1)), "{read:?}");
+}
+
+#[tokio::test]
+async fn lag_covers_every_subscribed_partition_and_says_where_it_counts_from() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("fresh", 3).await;
+    produce_n(&api, "fresh", 0, 5).await;
+    produce_n(&api, "fresh", 1, 3).await;
+    let (_member, _) = join(
+        &api,
+        "newcomers",
+        json!({"topics": ["fresh"], "auto_offset_reset": "earliest"}),
+    )
+    .await;
+    let lag = api.get_json("/v1/groups/newcomers/lag").await;
+    let rows = lag["partitions"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        3,
+        "every subscribed partition, none committed: {lag}"
+    );
+    for row in rows {
+        assert_eq!(row["basis"], "earliest", "{row}");
+        assert_eq!(row["committed_offset"], Value::Null, "{row}");
+        assert_eq!(row["start_offset"], 0);
+    }
+    assert_eq!(lag["total_lag_records"], 8, "{lag}");
+    let (_late, _) = join(
+        &api,
+        "tailers",
+        json!({"topics": ["fresh"], "auto_offset_reset": "latest"}),
+    )
+    .await;
+    let lag = api.get_json("/v1/groups/tailers/lag").await;
+    assert_eq!(
+        lag["total_lag_records"], 0,
+        "latest starts at the end: {lag}"
+    );
+    assert!(
+        lag["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["basis"] == "latest"),
+        "{lag}"
+    );
+}

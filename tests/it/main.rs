@@ -5,10 +5,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod cleaning;
+mod corruption;
 mod crash;
 mod errors;
 mod groups;
 mod idempotence;
+mod internal_topics;
 mod produce_fetch;
 mod streaming;
 mod tiering;

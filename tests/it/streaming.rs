@@ -252,3 +252,100 @@ async fn sse_follows_records_produced_after_connecting() {
     }
     assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }
+
+impl SseStream {
+    /// Waits (10 s at most) for the server to close the stream; panics on another event.
+    async fn expect_closed(&mut self) {
+        if let Some(event) = self.pending.pop_front() {
+            panic!("expected the stream to end, got {event:?}");
+        }
+        loop {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.body.next())
+                .await
+                .expect("the SSE stream did not end within 10 s");
+            let Some(chunk) = chunk else { return };
+            let events = self.parser.push(&chunk.unwrap());
+            assert!(events.is_empty(), "expected the end, got {events:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn sse_announces_a_retry_delay_and_pings_carry_data_browsers_dispatch() {
+    let server = Server::start(ServerOptions::with_args(&["--sse-ping-interval-ms", "50"]));
+    let api = Api::new(&server);
+    api.create_topic("browser", 1).await;
+    let mut stream = SseStream::open(&api, "/v1/topics/browser/partitions/0/records", None).await;
+    let ping = stream.next().await;
+    assert_eq!(ping.event, "ping", "{ping:?}");
+    let data: Value = serde_json::from_str(&ping.data).unwrap();
+    assert_eq!(data, json!({}), "a ping's data is an empty object");
+    assert_eq!(stream.parser.retry_ms, Some(1000), "the stream sets retry");
+}
+
+#[tokio::test]
+async fn sse_on_a_deleted_topic_ends_with_an_end_event_and_never_shows_its_successor() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("fleeting", 1).await;
+    produce_values(&api, "fleeting", 0..2).await;
+    let mut stream = SseStream::open(&api, "/v1/topics/fleeting/partitions/0/records", None).await;
+    assert_eq!(stream.next_records().await.1, vec![0, 1]);
+    let deleted = api
+        .client
+        .delete(api.url("/v1/topics/fleeting"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    // A new topic of the same name with more records than the old one had.
+    api.create_topic("fleeting", 1).await;
+    produce_values(&api, "fleeting", 0..5).await;
+    let end = stream.next().await;
+    assert_eq!(end.event, "end", "{end:?}");
+    let data: Value = serde_json::from_str(&end.data).unwrap();
+    assert_eq!(data["reason"], "topic_deleted", "{data}");
+    stream.expect_closed().await;
+}
+
+#[tokio::test]
+async fn accept_q_values_choose_the_representation() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("neg", 1).await;
+    produce_values(&api, "neg", 0..1).await;
+    let path = "/v1/topics/neg/partitions/0/records?offset=0";
+    for (accept, expected) in [
+        (
+            "text/event-stream;q=0.1, application/json",
+            "application/json",
+        ),
+        (
+            "application/json;q=0.2, application/x-ndjson",
+            "application/x-ndjson",
+        ),
+        ("*/*;q=0.5, text/event-stream;q=0", "application/json"),
+    ] {
+        let response = api
+            .client
+            .get(api.url(path))
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{accept}");
+        let content_type = response.headers()["content-type"].to_str().unwrap();
+        assert!(
+            content_type.starts_with(expected),
+            "{accept}: {content_type}"
+        );
+    }
+    let refused = api
+        .client
+        .get(api.url(path))
+        .header("accept", "text/html, application/json;q=0")
+        .send()
+        .await
+        .unwrap();
+    strata_tests::expect_error(refused, 406, "not_acceptable").await;
+}

@@ -411,3 +411,28 @@ async fn total_retention_on_a_versioned_bucket_leaves_no_version_of_a_dropped_se
     })
     .await;
 }
+
+#[tokio::test]
+async fn lag_in_time_of_a_commit_that_only_the_bucket_holds_is_read_from_the_bucket() {
+    let store = TestStore::local();
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    api.create_topic_with("agedcold", 1, tiered_configs()).await;
+    produce_rounds(&api, "agedcold", 40, 0).await;
+    wait_for_cold_data(&api, "agedcold").await;
+    let committed = api
+        .post(
+            "/v1/groups/auditors/offsets",
+            &json!({"offsets": [{"topic": "agedcold", "partition": 0, "offset": 0}]}),
+        )
+        .await;
+    assert_eq!(committed.status(), 200);
+    let lag = api.get_json("/v1/groups/auditors/lag").await;
+    let row = &lag["partitions"][0];
+    assert_eq!(row["basis"], "committed", "{lag}");
+    assert!(row["lag_records"].as_u64().unwrap() >= 200, "{lag}");
+    assert!(
+        row["lag_ms"].as_i64().unwrap() > 0,
+        "the age of offset 0 comes from the bucket: {lag}"
+    );
+}

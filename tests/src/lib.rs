@@ -613,10 +613,14 @@ pub struct SseEvent {
     pub data: String,
 }
 
-/// Incremental parser of a `text/event-stream` body.
+/// Incremental parser of a `text/event-stream` body that dispatches exactly what a browser's
+/// EventSource dispatches (WHATWG HTML, "Interpreting an event stream"): a block without any
+/// `data:` line fires no event, comments are ignored, and `retry:` sets the reconnect delay.
 #[derive(Debug, Default)]
 pub struct SseParser {
     buffer: Vec<u8>,
+    /// The last `retry:` value seen, in milliseconds.
+    pub retry_ms: Option<u64>,
 }
 
 impl SseParser {
@@ -634,23 +638,26 @@ impl SseParser {
             let block = String::from_utf8(std::mem::replace(&mut self.buffer, rest)).unwrap();
             let block = block.replace('\r', "");
             let mut event = SseEvent::default();
-            let mut data = Vec::new();
-            let mut any = false;
+            let mut data: Option<Vec<String>> = None;
             for line in block.lines() {
                 if line.is_empty() || line.starts_with(':') {
                     continue;
                 }
                 let (field, value) = line.split_once(':').unwrap_or((line, ""));
                 let value = value.strip_prefix(' ').unwrap_or(value);
-                any = true;
                 match field {
                     "event" => event.event = value.to_string(),
                     "id" => event.id = Some(value.to_string()),
-                    "data" => data.push(value.to_string()),
+                    "data" => data.get_or_insert_with(Vec::new).push(value.to_string()),
+                    "retry" => {
+                        if let Ok(ms) = value.parse() {
+                            self.retry_ms = Some(ms);
+                        }
+                    }
                     _ => {}
                 }
             }
-            if any {
+            if let Some(data) = data {
                 event.data = data.join("\n");
                 events.push(event);
             }
@@ -672,10 +679,15 @@ mod tests {
     }
 
     #[test]
-    fn sse_parser_splits_events_across_chunks() {
+    fn sse_parser_splits_events_across_chunks_and_drops_what_browsers_drop() {
         let mut parser = SseParser::default();
-        assert!(parser.push(b"event: records\nid: 3\nda").is_empty());
-        let events = parser.push(b"ta: {}\n\nevent: ping\ndata: \n\n: comment\n\n");
+        assert!(
+            parser
+                .push(b"retry: 1000\n: hello\n\nevent: records\nid: 3\nda")
+                .is_empty()
+        );
+        assert_eq!(parser.retry_ms, Some(1000));
+        let events = parser.push(b"ta: {}\n\nevent: ping\n\nevent: ping\ndata: \n\n: comment\n\n");
         assert_eq!(
             events,
             vec![
@@ -684,6 +696,7 @@ mod tests {
                     id: Some("3".into()),
                     data: "{}".into()
                 },
+                // The first ping has no data line: EventSource never fires it.
                 SseEvent {
                     event: "ping".into(),
                     id: None,

@@ -15,8 +15,10 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     (ErrorCode::Busy, "busy", 503, true),
     (ErrorCode::Conflict, "conflict", 409, false),
     (ErrorCode::Corrupt, "corrupt", 500, false),
+    (ErrorCode::DiskFull, "disk_full", 503, true),
     (ErrorCode::GroupNotFound, "group_not_found", 404, false),
     (ErrorCode::Internal, "internal", 500, false),
+    (ErrorCode::InternalTopic, "internal_topic", 409, false),
     (ErrorCode::Invalid, "invalid", 422, false),
     (ErrorCode::InvalidConfig, "invalid_config", 422, false),
     (ErrorCode::InvalidProducer, "invalid_producer", 422, false),
@@ -68,6 +70,12 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     ),
     (ErrorCode::Timeout, "timeout", 504, true),
     (
+        ErrorCode::TooManyOpenFiles,
+        "too_many_open_files",
+        503,
+        true,
+    ),
+    (
         ErrorCode::TopicAlreadyExists,
         "topic_already_exists",
         409,
@@ -80,6 +88,12 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         ErrorCode::UnsupportedMediaType,
         "unsupported_media_type",
         415,
+        false,
+    ),
+    (
+        ErrorCode::UnsupportedRecordBatch,
+        "unsupported_record_batch",
+        422,
         false,
     ),
 ];

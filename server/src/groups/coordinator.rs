@@ -223,6 +223,9 @@ struct Group {
     target: BTreeMap<String, Vec<TopicPartition>>,
     owners: BTreeMap<TopicPartition, String>,
     evictions: VecDeque<Eviction>,
+    /// Partition counts the current assignment was computed from: when a subscribed topic
+    /// grows (or goes away), the group rebalances, as Kafka's metadata refresh makes it.
+    counts: BTreeMap<String, u32>,
 }
 
 const EVICTIONS_KEPT: usize = 20;
@@ -497,7 +500,9 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Evicts members whose session or poll interval ran out; returns `(group, member, reason)`.
+    /// Evicts members whose session or poll interval ran out, and rebalances groups whose
+    /// subscribed topics changed their partition count; returns the evictions as
+    /// `(group, member, reason)`.
     pub fn expire(
         &self,
         counts: impl Fn(&BTreeSet<String>) -> BTreeMap<String, u32>,
@@ -523,7 +528,16 @@ impl Coordinator {
                     )));
                 }
             }
+            let changed = {
+                let current = counts(&subscribed(group));
+                (current != group.counts && !group.members.is_empty()).then_some(current)
+            };
             if reasons.is_empty() {
+                if let Some(current) = changed {
+                    tracing::info!(group = group_id.as_str(), from = ?group.counts, to = ?current,
+                        "partition counts of subscribed topics changed; rebalancing");
+                    rebalance(group, &current);
+                }
                 continue;
             }
             for (member_id, reason) in reasons {
@@ -539,14 +553,24 @@ impl Coordinator {
                 tracing::info!(group = group_id.as_str(), member = member_id.as_str(), %reason, "evicted member");
                 evicted.push((group_id.clone(), member_id, reason));
             }
-            let topics: BTreeSet<String> = group
-                .members
-                .values()
-                .flat_map(|m| m.topics.iter().cloned())
-                .collect();
-            rebalance(group, &counts(&topics));
+            rebalance(group, &counts(&subscribed(group)));
         }
         evicted
+    }
+
+    /// The `auto_offset_reset` that applies to each topic the group's members read (the
+    /// policy of the first member, by id, that subscribes to it).
+    pub fn subscriptions(&self, group_id: &str) -> BTreeMap<String, AutoOffsetReset> {
+        let groups = self.groups.lock();
+        let mut out = BTreeMap::new();
+        if let Some(group) = groups.get(group_id) {
+            for member in group.members.values() {
+                for topic in &member.topics {
+                    out.entry(topic.clone()).or_insert(member.auto_offset_reset);
+                }
+            }
+        }
+        out
     }
 
     /// Topics read by a group's members.
@@ -651,9 +675,23 @@ fn remove_member(group: &mut Group, member_id: &str) {
     group.owners.retain(|_, owner| owner != member_id);
 }
 
+/// Topics some member of the group reads.
+fn subscribed(group: &Group) -> BTreeSet<String> {
+    group
+        .members
+        .values()
+        .flat_map(|m| m.topics.iter().cloned())
+        .collect()
+}
+
 /// New generation and target assignment; owners stay until they acknowledge or leave.
 fn rebalance(group: &mut Group, counts: &BTreeMap<String, u32>) {
     group.generation += 1;
+    group.counts = counts
+        .iter()
+        .filter(|(topic, _)| group.members.values().any(|m| m.topics.contains(*topic)))
+        .map(|(topic, count)| (topic.clone(), *count))
+        .collect();
     let subscribers: Vec<Subscriber> = group
         .members
         .iter()

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -16,7 +17,7 @@ use thiserror::Error;
 
 use super::assignment::TopicPartition;
 use crate::log::batch::{BatchOptions, encode_batch};
-use crate::log::{Acks, AppendError, NewRecord, Partition, ReadError, RecordBatch};
+use crate::log::{Acks, AppendError, BatchHeader, NewRecord, Partition, ReadError, RecordBatch};
 
 /// Name of the internal topic.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -87,17 +88,23 @@ type GroupOffsets = BTreeMap<TopicPartition, Committed>;
 pub struct OffsetStore {
     log: Arc<Partition>,
     cache: RwLock<BTreeMap<String, GroupOffsets>>,
+    /// Invalid records skipped while loading, for logs and metrics.
+    skipped: AtomicU64,
 }
 
 impl OffsetStore {
-    /// Loads every commit from the topic's partition.
+    /// Loads every commit from the topic's partition. A record that is not a commit (a bad key
+    /// or value) or a batch that fails validation is logged, counted in
+    /// [`OffsetStore::skipped_records`] and skipped: one bad record on disk must never keep the
+    /// server from starting, and every other group's commits stay served.
     ///
     /// # Errors
-    /// Unreadable or undecodable records.
+    /// Only when the partition cannot be read at all.
     pub async fn open(log: Arc<Partition>) -> Result<OffsetStore, OffsetStoreError> {
         let store = OffsetStore {
             log,
             cache: RwLock::new(BTreeMap::new()),
+            skipped: AtomicU64::new(0),
         };
         let mut offset = store.log.offsets().log_start_offset;
         loop {
@@ -107,24 +114,64 @@ impl OffsetStore {
             }
             let mut rest = slice.data.clone();
             while !rest.is_empty() {
-                let batch =
-                    RecordBatch::decode_first(&rest).map_err(|e| OffsetStoreError::Corrupt {
-                        offset,
-                        reason: e.to_string(),
-                    })?;
+                let batch = match RecordBatch::decode_first(&rest) {
+                    Ok(batch) => batch,
+                    Err(error) => {
+                        // Skip what the header says the batch spans, or the rest of the slice
+                        // when even the header is unreadable.
+                        let span = BatchHeader::parse(&rest)
+                            .map_or(rest.len(), |h| h.total_len().clamp(1, rest.len()));
+                        store.skip(offset, &error.to_string());
+                        rest = rest.slice(span..);
+                        continue;
+                    }
+                };
                 for record in batch.records() {
-                    let record = record.map_err(|e| OffsetStoreError::Corrupt {
-                        offset,
-                        reason: e.to_string(),
-                    })?;
-                    let log_offset = u64::try_from(record.offset).unwrap_or(0);
-                    store.apply(record.key.as_deref(), record.value.as_deref(), log_offset)?;
+                    match record {
+                        Ok(record) => {
+                            let log_offset = u64::try_from(record.offset).unwrap_or(0);
+                            if let Err(error) = store.apply(
+                                record.key.as_deref(),
+                                record.value.as_deref(),
+                                log_offset,
+                            ) {
+                                store.skip(log_offset, &error.to_string());
+                            }
+                        }
+                        Err(error) => {
+                            store.skip(offset, &error.to_string());
+                            break;
+                        }
+                    }
                 }
+                offset = offset.max(u64::try_from(batch.header().last_offset()).unwrap_or(0) + 1);
                 rest = rest.slice(batch.len()..);
             }
-            offset = slice.next_offset;
+            offset = offset.max(slice.next_offset);
+        }
+        let skipped = store.skipped_records();
+        if skipped > 0 {
+            tracing::warn!(
+                skipped,
+                "{OFFSETS_TOPIC}: skipped records that are not commits"
+            );
         }
         Ok(store)
+    }
+
+    fn skip(&self, offset: u64, reason: &str) {
+        tracing::warn!(
+            offset,
+            reason,
+            "{OFFSETS_TOPIC}: skipping an invalid record"
+        );
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records of `__consumer_offsets` that the last load skipped because they were not valid
+    /// commits.
+    pub fn skipped_records(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
     }
 
     fn apply(
@@ -329,5 +376,55 @@ mod tests {
         assert_eq!(g1[&("t".to_string(), 0)].metadata, "m50");
         assert_eq!(g1[&("t".to_string(), 1)].commit_time_ms, 100);
         assert_eq!(store.groups(), vec!["g1".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_record_that_is_not_a_commit_is_skipped_and_the_rest_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let open = || async {
+            Arc::new(
+                Partition::open(
+                    dir.path(),
+                    LogConfig::default(),
+                    io.clone(),
+                    ManualClock::new(0),
+                )
+                .await
+                .unwrap(),
+            )
+        };
+        let log = open().await;
+        let store = OffsetStore::open(Arc::clone(&log)).await.unwrap();
+        store.commit("g1", &[commit("t", 0, 5)], 100).await.unwrap();
+        // What the public produce endpoint used to let anyone write: a key that is no commit key
+        // and a JSON number as value, then a good key with a bad value.
+        let foreign = [
+            (Some(&b"x"[..]), Some(&b"1"[..])),
+            (None, Some(&b"1"[..])),
+            (
+                Some(&br#"{"group":"g1","topic":"t","partition":1}"#[..]),
+                Some(&b"not json"[..]),
+            ),
+        ];
+        for (key, value) in foreign {
+            let record = NewRecord {
+                timestamp: 0,
+                key: key.map(Bytes::copy_from_slice),
+                value: value.map(Bytes::copy_from_slice),
+                headers: Vec::new(),
+            };
+            let bytes = encode_batch(&BatchOptions::default(), &[record]).unwrap();
+            let batch = RecordBatch::decode_exact(bytes).unwrap();
+            log.append(vec![batch], Acks::All).await.unwrap();
+        }
+        store.commit("g2", &[commit("t", 0, 9)], 200).await.unwrap();
+        log.close().await.unwrap();
+        drop((store, log));
+        let store = OffsetStore::open(open().await).await.unwrap();
+        assert_eq!(store.skipped_records(), 3);
+        assert_eq!(store.get("g1", "t", 0).unwrap().offset, 5);
+        assert_eq!(store.get("g2", "t", 0).unwrap().offset, 9);
+        assert!(store.get("g1", "t", 1).is_none());
     }
 }

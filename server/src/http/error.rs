@@ -62,6 +62,11 @@ impl ApiError {
         self
     }
 
+    /// The body this error is answered with.
+    pub fn body(&self) -> &ErrorBody {
+        &self.body
+    }
+
     /// The error code.
     pub fn code(&self) -> ErrorCode {
         self.body.error.code
@@ -90,6 +95,7 @@ impl From<CatalogError> for ApiError {
                 ApiError::new(ErrorCode::TopicAlreadyExists, error.to_string())
             }
             CatalogError::NotFound(_) => ApiError::new(ErrorCode::TopicNotFound, error.to_string()),
+            CatalogError::Internal(_) => ApiError::new(ErrorCode::InternalTopic, error.to_string()),
             CatalogError::Io(_) | CatalogError::Partition(_) | CatalogError::Dir { .. } => {
                 ApiError::internal(ErrorCode::StorageUnavailable, &error)
             }
@@ -147,12 +153,57 @@ impl From<ReadError> for ApiError {
 
 impl From<crate::tiering::TieringError> for ApiError {
     fn from(error: crate::tiering::TieringError) -> Self {
-        match &error {
-            crate::tiering::TieringError::Corrupt { .. } => {
-                ApiError::internal(ErrorCode::Corrupt, &error)
-            }
-            _ => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+        use crate::tiering::TieringError;
+        use strata_tiering::manifest::ManifestError;
+        let code = match &error {
+            // Bytes that fail a digest or CRC stay corrupt however often they are read again.
+            TieringError::Corrupt { .. } => ErrorCode::Corrupt,
+            TieringError::Read(chunk) => chunk_error_code(chunk),
+            TieringError::Manifest(manifest) => match manifest {
+                ManifestError::Invalid { .. } => ErrorCode::Corrupt,
+                ManifestError::Fenced { .. } => ErrorCode::Conflict,
+                ManifestError::LandedEarlier(_) | ManifestError::Store(_) => {
+                    ErrorCode::StorageUnavailable
+                }
+            },
+            TieringError::Store(store) => store_error_code(store),
+            TieringError::Fenced { .. } => ErrorCode::Conflict,
+            TieringError::Open(_)
+            | TieringError::Probe(_)
+            | TieringError::Upload(_)
+            | TieringError::CacheConfig(_)
+            | TieringError::Local { .. }
+            | TieringError::Lock(_)
+            | TieringError::DeleteVersion(_) => ErrorCode::StorageUnavailable,
+        };
+        if code == ErrorCode::Conflict {
+            return ApiError::new(code, error.to_string());
         }
+        ApiError::internal(code, &error)
+    }
+}
+
+/// A cold read's failure: bad bytes are `corrupt`, an unreachable store is retryable.
+fn chunk_error_code(error: &strata_tiering::chunk_cache::ChunkError) -> ErrorCode {
+    use strata_tiering::chunk_cache::ChunkError;
+    match error {
+        ChunkError::Corrupt { .. }
+        | ChunkError::Sha256Mismatch { .. }
+        | ChunkError::WrongLength { .. }
+        | ChunkError::DigestsDoNotFit { .. } => ErrorCode::Corrupt,
+        ChunkError::Get { source, .. } | ChunkError::GetWhole { source, .. } => {
+            store_error_code(source)
+        }
+        ChunkError::OutOfRange { .. } => ErrorCode::Internal,
+        ChunkError::TaskFailed { .. } => ErrorCode::Unavailable,
+    }
+}
+
+/// An object the manifest references but the store does not have is lost data, not an outage.
+fn store_error_code(error: &object_store::Error) -> ErrorCode {
+    match error {
+        object_store::Error::NotFound { .. } => ErrorCode::Corrupt,
+        _ => ErrorCode::StorageUnavailable,
     }
 }
 

@@ -14,15 +14,13 @@
 //! A fetch at the high watermark long-polls for up to `max_wait_ms` (bounded by the server's
 //! `fetch_max_wait_ms`) and answers as soon as data arrives.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{ErrorBody, ErrorCode, FetchQuery, FetchResponse, FetchedRecord, ValueFormat};
 
@@ -32,7 +30,7 @@ use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
 use super::produce::RECORD_BATCHES;
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
-use crate::log::{LogOffsets, RecordBatch};
+use crate::log::{Batches, LogOffsets};
 use crate::tiering::tiered_log::TieredLog;
 
 const NDJSON: &str = "application/x-ndjson";
@@ -128,15 +126,25 @@ pub async fn fetch(
         format: query.value_format,
     };
     match format {
-        Format::Sse => Ok(sse(state, log, request).into_response()),
+        Format::Sse => {
+            // The first read happens before the answer, so a stream that cannot start gets the
+            // error's status: a browser's EventSource then stops instead of reconnecting.
+            let first = if offset < log.offsets().high_watermark {
+                Some(read_records(&log, &request).await?)
+            } else {
+                None
+            };
+            Ok(super::sse::partition_stream(state, topic, log, request, first).into_response())
+        }
         Format::Ndjson => {
             wait_for_data(&state, &log, offset, wait).await;
-            Ok(ndjson(log, request))
+            let read = read_records(&log, &request).await?;
+            Ok(ndjson(read))
         }
         Format::Json => {
             wait_for_data(&state, &log, offset, wait).await;
-            let response = read_records(&log, &request).await?;
-            Ok(axum::Json(response).into_response())
+            let read = read_records(&log, &request).await?;
+            Ok(axum::Json(read.response).into_response())
         }
         Format::Batches => {
             wait_for_data(&state, &log, offset, wait).await;
@@ -154,29 +162,22 @@ pub(crate) struct FetchRequest {
     pub(crate) format: ValueFormat,
 }
 
+/// What fetch can answer with, in the server's order of preference (ties in `Accept` go to the
+/// earlier one).
+const OFFERS: &[(&str, Format)] = &[
+    ("application/json", Format::Json),
+    (NDJSON, Format::Ndjson),
+    (EVENT_STREAM, Format::Sse),
+    (RECORD_BATCHES, Format::Batches),
+    ("application/octet-stream", Format::Batches),
+];
+
 fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
-    let Some(accept) = headers.get(ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return Ok(Format::Json);
-    };
-    for media in accept.split(',').map(|m| {
-        m.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase()
-    }) {
-        match media.as_str() {
-            "application/json" | "*/*" | "application/*" => return Ok(Format::Json),
-            NDJSON => return Ok(Format::Ndjson),
-            EVENT_STREAM => return Ok(Format::Sse),
-            RECORD_BATCHES | "application/octet-stream" => return Ok(Format::Batches),
-            _ => {}
-        }
-    }
-    Err(ApiError::new(
-        ErrorCode::NotAcceptable,
-        format!("Accept must be application/json, {NDJSON}, {EVENT_STREAM} or {RECORD_BATCHES}"),
-    ))
+    let media: Vec<&str> = OFFERS.iter().map(|(media, _)| *media).collect();
+    let index = super::accept::negotiate(headers, &media)?;
+    Ok(OFFERS
+        .get(index)
+        .map_or(Format::Json, |(_, format)| *format))
 }
 
 fn check_range(log: &TieredLog, offset: u64) -> Result<(), ApiError> {
@@ -205,28 +206,60 @@ async fn wait_for_data(state: &AppState, log: &TieredLog, offset: u64, wait: Dur
     }
 }
 
+/// Records read by [`read_records`]: what could be served, and the error that stopped the read
+/// early, if one did after the first record.
+pub(crate) struct RecordsRead {
+    /// The records and positions to answer with.
+    pub(crate) response: FetchResponse,
+    /// Set when a batch after the returned records failed (corrupt, unreadable): the records
+    /// before it are served, as Kafka serves the batches before a corrupt one, and the next read
+    /// at `response.next_offset` gets this error.
+    pub(crate) stopped_by: Option<ApiError>,
+}
+
 /// Decodes records from `request.offset` on, within the byte and record budgets.
+///
+/// # Errors
+/// When the very first batch cannot be read or fails validation; a failure after that ends the
+/// read early instead ([`RecordsRead::stopped_by`]).
 pub(crate) async fn read_records(
     log: &TieredLog,
     request: &FetchRequest,
-) -> Result<FetchResponse, ApiError> {
+) -> Result<RecordsRead, ApiError> {
     let mut records: Vec<FetchedRecord> = Vec::new();
     let mut next = request.offset;
     let mut bytes_left = request.max_bytes;
     let mut offsets = log.offsets();
+    let mut stopped_by = None;
     'reading: while next < offsets.high_watermark && bytes_left > 0 {
-        let slice = log.read(next, bytes_left).await?;
+        let slice = match log.read(next, bytes_left).await {
+            Ok(slice) => slice,
+            Err(error) => {
+                stopped_by = Some(ApiError::from(error));
+                break;
+            }
+        };
         offsets = slice.offsets;
         if slice.data.is_empty() {
             break;
         }
         bytes_left = bytes_left.saturating_sub(slice.data.len() as u64);
-        let mut rest = slice.data.clone();
-        while !rest.is_empty() {
-            let batch = RecordBatch::decode_first(&rest)
-                .map_err(|e| ApiError::internal(ErrorCode::Corrupt, &e))?;
+        for batch in Batches::new(slice.data.clone()) {
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(error) => {
+                    stopped_by = Some(ApiError::internal(ErrorCode::Corrupt, &error));
+                    break 'reading;
+                }
+            };
             for record in batch.records() {
-                let record = record.map_err(|e| ApiError::internal(ErrorCode::Corrupt, &e))?;
+                let record = match record {
+                    Ok(record) => record,
+                    Err(error) => {
+                        stopped_by = Some(ApiError::internal(ErrorCode::Corrupt, &error));
+                        break 'reading;
+                    }
+                };
                 let offset = u64::try_from(record.offset).unwrap_or(0);
                 if offset < next {
                     continue;
@@ -241,16 +274,25 @@ pub(crate) async fn read_records(
                     break 'reading;
                 }
             }
-            rest = rest.slice(batch.len()..);
+            // Compaction may leave the last offsets of a batch empty: continue after it.
+            next = next.max(batch.header().last_offset().saturating_add(1).max(0) as u64);
         }
         // Compaction may leave the last offsets of a range empty: continue after the range.
         next = next.max(slice.next_offset);
     }
-    Ok(FetchResponse {
-        records,
-        next_offset: next,
-        high_watermark: offsets.high_watermark,
-        log_start_offset: offsets.log_start_offset,
+    if records.is_empty()
+        && let Some(error) = stopped_by
+    {
+        return Err(error);
+    }
+    Ok(RecordsRead {
+        response: FetchResponse {
+            records,
+            next_offset: next,
+            high_watermark: offsets.high_watermark,
+            log_start_offset: offsets.log_start_offset,
+        },
+        stopped_by,
     })
 }
 
@@ -270,64 +312,26 @@ async fn batches(log: &TieredLog, offset: u64, max_bytes: u64) -> Result<Respons
     Ok(response)
 }
 
-fn ndjson(log: Arc<TieredLog>, request: FetchRequest) -> Response {
-    let stream = async_stream::stream! {
-        match read_records(&log, &request).await {
-            Ok(response) => {
-                for record in response.records {
-                    let mut line = serde_json::to_vec(&record).unwrap_or_default();
-                    line.push(b'\n');
-                    yield Ok::<_, Infallible>(axum::body::Bytes::from(line));
-                }
-            }
-            Err(error) => {
-                tracing::warn!(code = error.code().as_str(), "ndjson fetch failed mid-stream");
-            }
+/// The records as NDJSON lines. The body is computed before the answer, so a read that fails
+/// at its first batch gets the error's status; one that fails after some records ends with one
+/// last line holding the error body (`{"error": {...}}`), so a client can tell a cut-short
+/// answer from a complete one.
+fn ndjson(read: RecordsRead) -> Response {
+    let mut body = Vec::new();
+    for record in &read.response.records {
+        if serde_json::to_writer(&mut body, record).is_ok() {
+            body.push(b'\n');
         }
-    };
-    let mut response = Response::new(Body::from_stream(stream));
+    }
+    if let Some(error) = &read.stopped_by
+        && serde_json::to_writer(&mut body, error.body()).is_ok()
+    {
+        body.push(b'\n');
+    }
+    let mut response = Response::new(Body::from(body));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(NDJSON));
     *response.status_mut() = StatusCode::OK;
     response
-}
-
-/// Follows the partition's tail until the client leaves or the server shuts down.
-fn sse(state: AppState, log: Arc<TieredLog>, request: FetchRequest) -> impl IntoResponse {
-    let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
-    let mut shutdown = state.shutdown.clone();
-    let stream = async_stream::stream! {
-        let mut next = request.offset;
-        let mut offsets = log.subscribe();
-        loop {
-            let ready = offsets.wait_for(|o: &LogOffsets| o.high_watermark > next);
-            let stop = shutdown.wait_for(|stopping| *stopping);
-            tokio::select! {
-                result = ready => if result.is_err() { break },
-                _ = stop => break,
-            }
-            let batch = FetchRequest { offset: next, ..request };
-            match read_records(&log, &batch).await {
-                Ok(response) => {
-                    next = response.next_offset;
-                    let event = Event::default()
-                        .event("records")
-                        .id(response.next_offset.to_string())
-                        .json_data(&response);
-                    match event {
-                        Ok(event) => yield Ok::<_, Infallible>(event),
-                        Err(_) => break,
-                    }
-                }
-                Err(error) => {
-                    if let Some(event) = super::sse::error_event(error.code()) {
-                        yield Ok(event);
-                    }
-                    break;
-                }
-            }
-        }
-    };
-    super::sse::with_pings(stream, ping)
 }

@@ -7,16 +7,15 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header::ACCEPT;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{
     AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset, ErrorBody,
     ErrorCode, EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
-    HeartbeatRequest, JoinGroupRequest, MemberAssignment, MemberFetchQuery, MemberFetchResponse,
-    MemberInfo, MemberRecord, PartitionLag, PartitionPosition, ResetOffsetsRequest, ResetTarget,
-    TopicPartitionRef,
+    HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment, MemberFetchQuery,
+    MemberFetchResponse, MemberInfo, MemberRecord, PartitionLag, PartitionPosition,
+    ResetOffsetsRequest, ResetTarget, StreamEndReason, TopicPartitionRef,
 };
 
 use super::AppState;
@@ -26,7 +25,7 @@ use super::fetch::{FetchRequest, read_records};
 use crate::groups::assignment::{AssignmentStrategy, TopicPartition};
 use crate::groups::coordinator::{AutoOffsetReset, GroupError, JoinRequest, MemberView, PollGrant};
 use crate::groups::offsets::{Commit, OffsetStoreError};
-use crate::log::{LogOffsets, RecordBatch};
+use crate::log::LogOffsets;
 use crate::tiering::tiered_log::TieredLog;
 
 impl From<GroupError> for ApiError {
@@ -124,7 +123,7 @@ fn member_assignment(view: MemberView) -> MemberAssignment {
         (status = 200, description = "Joined", body = MemberAssignment),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "A topic does not exist", body = ErrorBody),
-        (status = 409, description = "Strategy differs from the group's", body = ErrorBody),
+        (status = 409, description = "Strategy differs from the group's, or an internal topic (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid timeouts, group id or topics", body = ErrorBody),
@@ -136,6 +135,9 @@ pub async fn join(
 ) -> Result<Json<MemberAssignment>, ApiError> {
     validate_group_id(&group)?;
     let mut topics: BTreeSet<String> = request.topics.iter().cloned().collect();
+    for topic in &topics {
+        state.writable_topic(topic)?;
+    }
     let counts = counts(&state, &topics)?;
     topics.extend(state.coordinator.topics(&group));
     let counts = counts
@@ -231,16 +233,24 @@ pub async fn member_fetch(
     ApiQuery(query): ApiQuery<MemberFetchQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let sse = headers
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/event-stream"));
+    let sse = super::accept::negotiate(&headers, &["application/json", "text/event-stream"])? == 1;
     // Check membership and generation before answering, also for SSE.
     let grant = state.coordinator.poll(&group, &member, query.generation)?;
     if query.commit {
         commit_positions(&state, &group, &member).await?;
     }
     if sse {
+        // A reconnecting EventSource sends the id of the last event it received: the positions
+        // after those records. Records sent after it never arrived, so read them again.
+        if let Some(resume) = last_event_id(&headers)? {
+            let positions = decode_positions(&resume).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::BadHeader,
+                    "Last-Event-ID must be an id of this stream (topic:partition:offset,...)",
+                )
+            })?;
+            state.coordinator.advance(&group, &member, &positions);
+        }
         return Ok(member_stream(state, group, member, query).into_response());
     }
     let wait = Duration::from_millis(
@@ -361,7 +371,7 @@ async fn read_for_member(
                 max_records: records_left,
                 format: query.value_format,
             };
-            let response = read_records(log, &request).await?;
+            let response = read_records(log, &request).await?.response;
             records_left = records_left
                 .saturating_sub(u32::try_from(response.records.len()).unwrap_or(u32::MAX));
             next = response.next_offset;
@@ -408,8 +418,43 @@ async fn wait_any(state: &AppState, plans: &[(TopicPartition, TieredLog, u64)], 
     }
 }
 
+/// The `Last-Event-ID` header, if any.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    headers
+        .get("last-event-id")
+        .map(|v| {
+            v.to_str()
+                .map(|s| s.trim().to_string())
+                .map_err(|_| ApiError::new(ErrorCode::BadHeader, "Last-Event-ID is not text"))
+        })
+        .transpose()
+}
+
+/// A member stream's event id: the positions after the event's records,
+/// `topic:partition:offset` joined by commas (topic names never hold `:` or `,`).
+fn encode_positions(positions: &[PartitionPosition]) -> String {
+    positions
+        .iter()
+        .map(|p| format!("{}:{}:{}", p.topic, p.partition, p.next_offset))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn decode_positions(id: &str) -> Option<BTreeMap<TopicPartition, u64>> {
+    let mut positions = BTreeMap::new();
+    for item in id.split(',').filter(|item| !item.is_empty()) {
+        let mut parts = item.rsplitn(3, ':');
+        let offset = parts.next()?.parse().ok()?;
+        let partition = parts.next()?.parse().ok()?;
+        let topic = parts.next()?.to_string();
+        positions.insert((topic, partition), offset);
+    }
+    Some(positions)
+}
+
 /// SSE: polls in a loop (each poll keeps the member alive) and ends with a `rebalance` event when
-/// the generation moves on.
+/// the generation moves on. Each `records` event's id holds the positions after it, so a
+/// reconnect with `Last-Event-ID` in the same generation resumes exactly.
 fn member_stream(
     state: AppState,
     group: String,
@@ -418,16 +463,21 @@ fn member_stream(
 ) -> impl IntoResponse {
     let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
     let stream = async_stream::stream! {
+        yield Ok::<_, Infallible>(super::sse::retry_event());
         loop {
             if *state.shutdown.borrow() {
+                if let Some(event) = super::sse::end_event(StreamEndReason::ShuttingDown,
+                    "the server is shutting down; reconnect to resume") {
+                    yield Ok(event);
+                }
                 break;
             }
             let grant = match state.coordinator.poll(&group, &member, query.generation) {
                 Ok(grant) => grant,
                 Err(error) => {
                     let body = ErrorBody::new(ApiError::from(error.clone()).code(), error.to_string());
-                    if let Ok(event) = Event::default().event("rebalance").json_data(&body) {
-                        yield Ok::<_, Infallible>(event);
+                    if let Some(event) = super::sse::error_body_event("rebalance", &body) {
+                        yield Ok(event);
                     }
                     break;
                 }
@@ -435,12 +485,16 @@ fn member_stream(
             match read_for_member(&state, &group, &member, &query, grant, Duration::from_millis(1000)).await {
                 Ok(response) if response.records.is_empty() => continue,
                 Ok(response) => {
-                    if let Ok(event) = Event::default().event("records").json_data(&response) {
+                    let event = Event::default()
+                        .event(super::sse::RECORDS)
+                        .id(encode_positions(&response.positions))
+                        .json_data(&response);
+                    if let Ok(event) = event {
                         yield Ok(event);
                     }
                 }
                 Err(error) => {
-                    if let Some(event) = super::sse::error_event(error.code()) {
+                    if let Some(event) = super::sse::error_event(&error) {
                         yield Ok(event);
                     }
                     break;
@@ -463,7 +517,7 @@ fn member_stream(
         (status = 200, description = "Committed; the group's offsets", body = GroupOffsets),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "Unknown topic or partition", body = ErrorBody),
-        (status = 409, description = "Fenced: unknown member, stale generation, or partition not owned", body = ErrorBody),
+        (status = 409, description = "Fenced: unknown member, stale generation, or partition not owned; or an internal topic", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid request", body = ErrorBody),
@@ -491,6 +545,7 @@ pub async fn commit(
         }
     };
     for offset in &request.offsets {
+        state.writable_topic(&offset.topic)?;
         state.partition(&offset.topic, offset.partition)?;
     }
     let partitions: Vec<TopicPartition> = request
@@ -597,7 +652,7 @@ pub async fn delete_offsets(
         (status = 200, description = "The group's offsets after the reset", body = GroupOffsets),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
-        (status = 409, description = "The group has live members (use force)", body = ErrorBody),
+        (status = 409, description = "The group has live members (use force), or an internal topic", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 416, description = "An explicit offset outside the log", body = ErrorBody),
@@ -615,7 +670,7 @@ pub async fn reset_offsets(
             format!("group {group} has live members; pass force to reset anyway"),
         ));
     }
-    let topic = state.topic(&request.topic)?;
+    let topic = state.writable_topic(&request.topic)?;
     let partitions = match &request.partitions {
         Some(list) => list.clone(),
         None => (0..topic.partition_count()).collect(),
@@ -675,12 +730,18 @@ pub async fn reset_offsets(
     Ok(Json(group_offsets(&state, &group)))
 }
 
-/// Lag per committed partition, in records and in time, with a summary.
+/// Lag of every partition the group committed to or subscribes to, in records and in time,
+/// with a summary.
+///
+/// A partition without a commit counts from where a member would start reading (its
+/// `auto_offset_reset`); `basis` says which. Ages are read like fetches, so a committed offset
+/// that only tiered storage still holds has a real age too.
 #[utoipa::path(get, path = "/v1/groups/{group}/lag", tag = "groups",
     params(("group" = String, Path, description = "Group id")),
     responses(
         (status = 200, description = "Lag", body = GroupLag),
         (status = 404, description = "No such group", body = ErrorBody),
+        (status = 503, description = "Storage unavailable", body = ErrorBody),
     ))]
 pub async fn lag(
     State(state): State<AppState>,
@@ -688,27 +749,48 @@ pub async fn lag(
 ) -> Result<Json<GroupLag>, ApiError> {
     known(&state, &group)?;
     let now = state.clock.now_ms();
+    let committed = state.offsets.committed(&group);
+    let subscriptions = state.coordinator.subscriptions(&group);
+    let mut wanted: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
+    for topic in subscriptions.keys() {
+        if let Some(found) = state.catalog.get(topic) {
+            wanted.extend((0..found.partition_count()).map(|p| (topic.clone(), p)));
+        }
+    }
     let mut partitions = Vec::new();
-    for ((topic, partition), committed) in state.offsets.committed(&group) {
-        let Some(log) = state
-            .catalog
-            .get(&topic)
-            .and_then(|t| t.partition(partition))
-        else {
+    for (topic, partition) in wanted {
+        let Some(found) = state.catalog.get(&topic) else {
             continue;
         };
-        let high_watermark = log.offsets().high_watermark;
-        let lag_records = high_watermark.saturating_sub(committed.offset);
+        if partition >= found.partition_count() {
+            continue;
+        }
+        let log = state.tiered_log(&found, partition).await?;
+        let offsets = log.offsets();
+        let commit = committed.get(&(topic.clone(), partition)).map(|c| c.offset);
+        let reset = subscriptions.get(&topic).copied();
+        let (basis, start) = match (commit, reset) {
+            (Some(offset), _) => (LagBasis::Committed, offset.max(offsets.log_start_offset)),
+            (None, Some(AutoOffsetReset::Latest)) => (LagBasis::Latest, offsets.high_watermark),
+            (None, Some(AutoOffsetReset::None)) => (LagBasis::None, offsets.log_start_offset),
+            (None, Some(AutoOffsetReset::Earliest) | None) => {
+                (LagBasis::Earliest, offsets.log_start_offset)
+            }
+        };
+        let start = start.min(offsets.high_watermark);
+        let lag_records = offsets.high_watermark - start;
         let lag_ms = if lag_records == 0 {
             0
         } else {
-            record_age(&log, committed.offset, now).await
+            record_age(&log, start, now).await?
         };
         partitions.push(PartitionLag {
             topic,
             partition,
-            committed_offset: committed.offset,
-            high_watermark,
+            committed_offset: commit,
+            start_offset: start,
+            basis,
+            high_watermark: offsets.high_watermark,
             lag_records,
             lag_ms,
         });
@@ -722,20 +804,22 @@ pub async fn lag(
     }))
 }
 
-/// Age of the first record at or after `offset` (from the log start when retention removed it).
-async fn record_age(log: &crate::log::Partition, offset: u64, now: i64) -> i64 {
-    let start = offset.max(log.offsets().log_start_offset);
-    let Ok(slice) = log.read(start, 1).await else {
-        return 0;
+/// Age of the first record at or after `offset`, read through the same path as fetches (local
+/// or tiered).
+async fn record_age(log: &TieredLog, offset: u64, now: i64) -> Result<i64, ApiError> {
+    let request = FetchRequest {
+        partition: 0,
+        offset,
+        max_bytes: 1,
+        max_records: 1,
+        format: strata_openapi::ValueFormat::Base64,
     };
-    let Ok(batch) = RecordBatch::decode_first(&slice.data) else {
-        return 0;
-    };
-    batch
-        .records()
-        .flatten()
-        .find(|r| u64::try_from(r.offset).unwrap_or(0) >= start)
-        .map_or(0, |r| now.saturating_sub(r.timestamp).max(0))
+    let read = read_records(log, &request).await?;
+    Ok(read
+        .response
+        .records
+        .first()
+        .map_or(0, |r| now.saturating_sub(r.timestamp).max(0)))
 }
 
 /// All groups (with members or committed offsets).

@@ -5,6 +5,7 @@
 //! served from the binary). Every error, including malformed input, unknown routes and panics,
 //! leaves as our JSON error body.
 
+pub mod accept;
 pub mod codec;
 pub mod error;
 pub mod extract;
@@ -73,6 +74,20 @@ impl AppState {
         self.catalog.get(name).ok_or_else(|| {
             ApiError::new(ErrorCode::TopicNotFound, format!("topic {name} not found"))
         })
+    }
+
+    /// A topic that clients may write to: 404 `topic_not_found`, or 409 `internal_topic` for the
+    /// server's own topics, whose records only the server may write (one foreign record in
+    /// `__consumer_offsets` would otherwise be read back at every start).
+    ///
+    /// # Errors
+    /// When the topic does not exist or is internal.
+    pub fn writable_topic(&self, name: &str) -> Result<Arc<Topic>, ApiError> {
+        let topic = self.topic(name)?;
+        if topic.is_internal() {
+            return Err(internal_topic(name));
+        }
+        Ok(topic)
     }
 
     /// A partition as readers see it: local, plus the bucket for tiered topics.
@@ -187,6 +202,14 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+/// 409 `internal_topic` for a change the public API may not make to an internal topic.
+pub fn internal_topic(name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InternalTopic,
+        format!("topic {name} is internal: only the server writes to it"),
+    )
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -67,6 +67,7 @@ pub async fn offsets(
         (status = 200, description = "The new log start offset", body = DeleteRecordsResponse),
         (status = 400, description = "Bad path or JSON", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot be trimmed (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 416, description = "Offset above the high watermark", body = ErrorBody),
@@ -78,7 +79,7 @@ pub async fn delete_records(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiJson(request): ApiJson<DeleteRecordsRequest>,
 ) -> Result<Json<DeleteRecordsResponse>, ApiError> {
-    let topic = state.topic(&topic)?;
+    let topic = state.writable_topic(&topic)?;
     let log = state.tiered_log(&topic, partition).await?;
     let local = log.partition();
     let log_start_offset = local.delete_records(request.offset).await?;

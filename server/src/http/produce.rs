@@ -52,7 +52,7 @@ static STICKY_SEED: AtomicU64 = AtomicU64::new(0x5eed);
         (status = 200, description = "Offsets of the records", body = ProduceResponse),
         (status = 400, description = "Malformed JSON or query", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
-        (status = 409, description = "Producer fenced or sequence gap", body = ErrorBody),
+        (status = 409, description = "Producer fenced, sequence gap, or an internal topic (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Request or record too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid records", body = ErrorBody),
@@ -64,7 +64,7 @@ pub async fn produce_to_topic(
     ApiQuery(query): ApiQuery<ProduceQuery>,
     ApiJson(request): ApiJson<ProduceRequest>,
 ) -> Result<Json<ProduceResponse>, ApiError> {
-    let topic = state.topic(&topic)?;
+    let topic = state.writable_topic(&topic)?;
     if request.expected_offset.is_some() {
         return Err(ApiError::new(
             ErrorCode::Invalid,
@@ -96,7 +96,7 @@ pub async fn produce_to_topic(
         (status = 200, description = "Offsets of the records", body = ProduceResponse),
         (status = 400, description = "Malformed JSON, query or record batch", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
-        (status = 409, description = "Producer fenced or sequence gap", body = ErrorBody),
+        (status = 409, description = "Producer fenced, sequence gap, or an internal topic (`internal_topic`)", body = ErrorBody),
         (status = 412, description = "Log end offset differs from expected_offset", body = ErrorBody),
         (status = 413, description = "Request or record too large", body = ErrorBody),
         (status = 415, description = "Neither JSON nor record batches", body = ErrorBody),
@@ -110,7 +110,7 @@ pub async fn produce_to_partition(
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
 ) -> Result<Json<ProduceResponse>, ApiError> {
-    let topic = state.topic(&topic)?;
+    let topic = state.writable_topic(&topic)?;
     let log = topic
         .partition(partition)
         .ok_or_else(|| partition_not_found(&topic, partition))?;

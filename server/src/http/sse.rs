@@ -1,27 +1,187 @@
-//! Pieces shared by the SSE endpoints (partition fetch and group-member fetch).
+//! Server-Sent Events of the streaming endpoints (partition fetch and group-member fetch). The
+//! event contract (names, data, ids) is specified in `strata_openapi::streams`.
+//!
+//! Browsers are the clients this shape is for: every event carries `data` (EventSource drops
+//! events without it), the first message sets `retry`, server failures use the `server_error`
+//! name (`error` is the browser's own connection-error event), and a stream the server ends on
+//! purpose ends with an `end` event that says why.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
 use futures::Stream;
-use strata_openapi::{ErrorBody, ErrorCode};
+use strata_openapi::{ErrorBody, StreamEnd, StreamEndReason, StreamPing};
 
-/// The `error` event that ends a stream which cannot continue.
-pub fn error_event(code: ErrorCode) -> Option<Event> {
-    let body = ErrorBody::new(code, "the stream cannot continue");
-    Event::default().event("error").json_data(&body).ok()
+use super::AppState;
+use super::error::ApiError;
+use super::fetch::{FetchRequest, RecordsRead, read_records};
+use crate::limits::{SSE_RETRY_MS, TOPIC_DELETION_CHECK_MS};
+use crate::log::LogOffsets;
+use crate::tiering::tiered_log::TieredLog;
+use crate::topics::catalog::Topic;
+
+/// Event name of a batch of records.
+pub const RECORDS: &str = "records";
+/// Event name of a failure that ends the stream.
+pub const SERVER_ERROR: &str = "server_error";
+/// Event name of the last event of a stream the server ended on purpose.
+pub const END: &str = "end";
+/// Event name of an idle stream's keep-alive.
+pub const PING: &str = "ping";
+
+/// The `server_error` event for `error`, with the error's own (sanitized) body.
+pub fn error_event(error: &ApiError) -> Option<Event> {
+    Event::default()
+        .event(SERVER_ERROR)
+        .json_data(error.body())
+        .ok()
 }
 
-/// An SSE response that sends a `ping` event every `ping` while the stream is idle, so proxies
-/// keep the connection open.
+/// The `server_error` event for a body built elsewhere.
+pub fn error_body_event(name: &str, body: &ErrorBody) -> Option<Event> {
+    Event::default().event(name).json_data(body).ok()
+}
+
+/// The `end` event.
+pub fn end_event(reason: StreamEndReason, message: &str) -> Option<Event> {
+    let end = StreamEnd {
+        reason,
+        message: message.to_string(),
+    };
+    Event::default().event(END).json_data(&end).ok()
+}
+
+/// The message every stream starts with: the reconnect delay for browsers, as a comment so no
+/// event fires.
+pub fn retry_event() -> Event {
+    Event::default()
+        .retry(Duration::from_millis(SSE_RETRY_MS))
+        .comment("strata stream")
+}
+
+/// An SSE response that sends a `ping` event (data `{}`) every `ping` while the stream is idle,
+/// so proxies keep the connection open and pages can see it is alive.
 pub fn with_pings<S>(stream: S, ping: Duration) -> Sse<KeepAliveStream<S>>
 where
     S: Stream<Item = Result<Event, Infallible>> + Send + 'static,
 {
+    let data = serde_json::to_string(&StreamPing::default()).unwrap_or_else(|_| "{}".into());
     Sse::new(stream).keep_alive(
         KeepAlive::new()
             .interval(ping)
-            .event(Event::default().event("ping")),
+            .event(Event::default().event(PING).data(data)),
     )
+}
+
+/// The `records` event of a partition stream: id = the next offset to read.
+fn records_event(read: &RecordsRead) -> Option<Event> {
+    Event::default()
+        .event(RECORDS)
+        .id(read.response.next_offset.to_string())
+        .json_data(&read.response)
+        .ok()
+}
+
+/// What ended a stream's wait.
+enum Wake {
+    Data,
+    Gone,
+    Stop,
+    Check,
+}
+
+/// Whether `topic` is still the catalog's topic of that name (not deleted, not re-created).
+fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
+    state
+        .catalog
+        .get(topic.name())
+        .is_some_and(|current| Arc::ptr_eq(&current, topic))
+}
+
+/// Follows a partition's tail from `request.offset` until the client leaves, the topic is
+/// deleted, a read fails or the server shuts down. `first` is the read the handler already did.
+pub(crate) fn partition_stream(
+    state: AppState,
+    topic: Arc<Topic>,
+    log: Arc<TieredLog>,
+    request: FetchRequest,
+    first: Option<RecordsRead>,
+) -> impl IntoResponse {
+    let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
+    let mut shutdown = state.shutdown.clone();
+    let stream = async_stream::stream! {
+        yield Ok::<_, Infallible>(retry_event());
+        let mut next = request.offset;
+        let mut pending = first;
+        let mut offsets = log.subscribe();
+        loop {
+            let read = match pending.take() {
+                Some(read) => Ok(read),
+                None => {
+                    let woke = {
+                        let ready = offsets.wait_for(|o: &LogOffsets| o.high_watermark > next);
+                        let stop = shutdown.wait_for(|stopping| *stopping);
+                        let check =
+                            tokio::time::sleep(Duration::from_millis(TOPIC_DELETION_CHECK_MS));
+                        // Map to plain values: the channels' read guards must not live across a
+                        // yield.
+                        tokio::select! {
+                            result = ready => if result.is_ok() { Wake::Data } else { Wake::Gone },
+                            _ = stop => Wake::Stop,
+                            () = check => Wake::Check,
+                        }
+                    };
+                    match woke {
+                        Wake::Gone => break,
+                        Wake::Stop => {
+                            if let Some(event) = end_event(StreamEndReason::ShuttingDown,
+                                "the server is shutting down; reconnect to resume") {
+                                yield Ok(event);
+                            }
+                            break;
+                        }
+                        Wake::Data | Wake::Check => {}
+                    }
+                    if !still_exists(&state, &topic) {
+                        if let Some(event) = end_event(StreamEndReason::TopicDeleted,
+                            &format!("topic {} was deleted", topic.name())) {
+                            yield Ok(event);
+                        }
+                        break;
+                    }
+                    let high_watermark = offsets.borrow().high_watermark;
+                    if high_watermark <= next {
+                        continue;
+                    }
+                    read_records(&log, &FetchRequest { offset: next, ..request }).await
+                }
+            };
+            match read {
+                Ok(read) => {
+                    next = read.response.next_offset;
+                    if !read.response.records.is_empty()
+                        && let Some(event) = records_event(&read)
+                    {
+                        yield Ok(event);
+                    }
+                    if let Some(error) = &read.stopped_by {
+                        if let Some(event) = error_event(error) {
+                            yield Ok(event);
+                        }
+                        break;
+                    }
+                }
+                Err(error) => {
+                    if let Some(event) = error_event(&error) {
+                        yield Ok(event);
+                    }
+                    break;
+                }
+            }
+        }
+    };
+    with_pings(stream, ping)
 }

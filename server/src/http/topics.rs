@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use strata_openapi::{
     AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, CreateTopicRequest,
-    ErrorBody, ErrorCode, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation,
-    TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
+    ErrorBody, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation, TopicDescription,
+    TopicList, TopicSummary, UpdateTopicConfigsRequest,
 };
 
 use super::AppState;
@@ -82,6 +82,7 @@ pub async fn describe_topic(
         (status = 200, description = "Updated", body = TopicDescription),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot be reconfigured (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "Invalid settings (`invalid_config`)", body = ErrorBody),
@@ -110,6 +111,7 @@ pub async fn update_configs(
         (status = 200, description = "Grown", body = AddPartitionsResponse),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot grow (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "The count does not grow or exceeds the limit", body = ErrorBody),
@@ -139,19 +141,13 @@ pub async fn add_partitions(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such topic", body = ErrorBody),
-        (status = 422, description = "Internal topics cannot be deleted", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot be deleted (`internal_topic`)", body = ErrorBody),
         (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn delete_topic(
     State(state): State<AppState>,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if state.topic(&topic)?.is_internal() {
-        return Err(ApiError::new(
-            ErrorCode::Invalid,
-            "internal topics cannot be deleted",
-        ));
-    }
     state.catalog.delete(&topic).await?;
     // The bucket may hold the topic even if tiering is off now: never let a restore revive it.
     state.tiering.delete_topic(&topic).await;

@@ -854,6 +854,45 @@ impl RecordBatch {
     }
 }
 
+/// Fully validated batches, one after the other, from bytes that hold whole batches back to
+/// back (a read slice). Yields the first failure and then stops: nothing after a batch that
+/// does not decode can be located safely.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    rest: Bytes,
+    failed: bool,
+}
+
+impl Batches {
+    /// Batches of `bytes`, from its start.
+    pub fn new(bytes: Bytes) -> Self {
+        Batches {
+            rest: bytes,
+            failed: false,
+        }
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.rest.is_empty() {
+            return None;
+        }
+        match RecordBatch::decode_first(&self.rest) {
+            Ok(batch) => {
+                self.rest = self.rest.slice(batch.len()..);
+                Some(Ok(batch))
+            }
+            Err(error) => {
+                self.failed = true;
+                Some(Err(error))
+            }
+        }
+    }
+}
+
 /// Walks the whole batches in a byte range of a log file, yielding each batch's position
 /// (relative to `buf`) and header. Only headers are parsed (no CRC, no records), so this is
 /// cheap enough for readers and index rebuilds. A batch cut off by the end of `buf`, or a bad

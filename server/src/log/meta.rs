@@ -29,10 +29,17 @@ pub struct PartitionMeta {
     pub recovery_point: u64,
     /// True only between an orderly close and the next open.
     pub clean_shutdown: bool,
+    /// The log end offset an orderly close left (version 2; absent otherwise). After a clean
+    /// stop every offset below it was acknowledged, so recovery keeps damage at the end of the
+    /// active segment in place instead of cutting it as if it were a torn write (ADR 0005).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_end_offset: Option<u64>,
 }
 
-/// The only version this build reads and writes.
-pub const META_VERSION: u32 = 1;
+/// The version this build writes.
+pub const META_VERSION: u32 = 2;
+/// The oldest version this build reads: version 1 lacks `log_end_offset`.
+pub const META_VERSION_MIN: u32 = 1;
 
 /// Why the metadata file could not be read or written.
 #[derive(Debug, Error)]
@@ -69,7 +76,7 @@ pub async fn read_meta(io: &Io, dir: &Path) -> Result<Option<PartitionMeta>, Met
     let bytes = io.read_at(&file, 0, len).await?;
     let meta: PartitionMeta =
         serde_json::from_slice(&bytes).map_err(|error| invalid(&path, &error.to_string()))?;
-    if meta.version != META_VERSION {
+    if !(META_VERSION_MIN..=META_VERSION).contains(&meta.version) {
         return Err(invalid(
             &path,
             &format!("unsupported version {}", meta.version),

@@ -59,14 +59,16 @@ pub mod meta;
 pub mod offset_index;
 pub mod partition;
 pub mod producer_state;
+pub mod read;
 pub mod recovery;
+pub mod scan;
 pub mod segment;
 pub mod time_index;
 pub mod varint;
 mod writer;
 
 pub use batch::{
-    BatchError, BatchHeader, BatchOptions, NewRecord, Record, RecordBatch, RecordHeader,
+    BatchError, BatchHeader, BatchOptions, Batches, NewRecord, Record, RecordBatch, RecordHeader,
 };
 pub use config::LogConfig;
 pub use partition::{
@@ -75,5 +77,7 @@ pub use partition::{
 };
 pub use recovery::RecoveryReport;
 
+#[cfg(test)]
+mod bitrot_tests;
 #[cfg(test)]
 mod tests;

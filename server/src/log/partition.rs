@@ -678,9 +678,13 @@ impl Partition {
         max_bytes: u64,
         high_watermark: u64,
     ) -> Result<Option<(Arc<Segment>, BatchRange)>, ReadError> {
-        for segment in self.segments_from(offset) {
-            if let Some(range) = segment.locate(offset, max_bytes, high_watermark)? {
-                return Ok(Some((segment, range)));
+        let segments = self.segments_from(offset);
+        for (i, segment) in segments.iter().enumerate() {
+            let upper = segments
+                .get(i + 1)
+                .map_or(high_watermark, |next| next.base_offset());
+            if let Some(range) = segment.locate(offset, max_bytes, high_watermark, upper)? {
+                return Ok(Some((Arc::clone(segment), range)));
             }
         }
         Ok(None)

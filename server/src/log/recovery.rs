@@ -1,12 +1,15 @@
-//! Opening a partition directory: find segments, trust or rebuild indexes, cut torn tails.
+//! Opening a partition directory: find segments, trust or rebuild indexes, verify what a crash
+//! could have touched, and never lose an intact acknowledged batch (ADR 0005).
 //!
-//! After a clean shutdown nothing is rescanned: indexes are loaded, checked for shape, and only the
-//! batches after the last index entry are walked to find the log end. After an unclean stop every
-//! segment at or past the recovery point is scanned batch by batch with full validation (length,
-//! magic, CRC, records); the log is cut at the first invalid byte, later segments are removed
-//! (their offsets would no longer follow on), and the segment's indexes are rebuilt from the scan.
-//! Every repair is logged. Files are truncated before they are mapped, so no mapping ever
-//! covers bytes that were cut off.
+//! After a clean stop, indexes are loaded and checked for shape; closed segments are not read
+//! again. The segments from the recovery point on (the active segment) are verified batch by
+//! batch (CRC included) on every start, clean or not, because they are what a later crash
+//! recovery would scan: damage found there now must be known before anything is appended after
+//! it. The scan itself is `scan.rs`: damage followed by sound batches is quarantined in place,
+//! only a torn write at the end of the active segment after a crash is cut, and a closed segment
+//! is never cut. When the active segment holds damage, a new active segment is started, so no
+//! append ever lands behind a known-corrupt batch. Every repair is logged. Files are truncated
+//! before they are mapped, so no mapping ever covers bytes that were cut off.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,12 +17,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::batch::{BatchHeader, RecordBatch, batch_headers};
+use super::batch::{BatchHeader, batch_headers};
 use super::config::LogConfig;
 use super::meta::{META_VERSION, PartitionMeta, read_meta, write_meta};
 use super::offset_index::OffsetIndex;
 use super::partition::{BatchAck, OpenError};
 use super::producer_state::ProducerState;
+use super::scan::{ScanLimits, ScanOutcome, SegmentRole, scan_segment};
 use super::segment::{
     AppendedBatch, INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentState, TIME_INDEX_SUFFIX,
     batch_offsets, parse_segment_file_name, segment_file_name,
@@ -38,8 +42,14 @@ pub struct RecoveryReport {
     pub truncated_bytes: u64,
     /// Segments whose index files were rebuilt.
     pub rebuilt_indexes: usize,
-    /// Segments removed because they followed a corrupt one or lay wholly below the log start.
+    /// Segments removed because they lay wholly below the log start.
     pub removed_segments: usize,
+    /// Segments verified batch by batch (CRC included) although the stop was clean.
+    pub verified_segments: usize,
+    /// Damaged byte ranges quarantined in place (kept, readers get `corrupt`).
+    pub damaged_ranges: usize,
+    /// Batches whose base offset was rewritten or that were disarmed (see `scan.rs`).
+    pub repaired_batches: usize,
 }
 
 pub(crate) struct Recovered {
@@ -65,30 +75,40 @@ pub(crate) async fn recover(
     };
     let bases = list_segments(dir)?;
     let mut segments = BTreeMap::new();
+    let mut active_damaged = false;
     for (i, &base) in bases.iter().enumerate() {
-        let is_last = i + 1 == bases.len();
-        let scan = !clean && base >= recovery_point;
-        let opened = open_segment(dir, base, config, io, scan, is_last, &mut report).await?;
-        let cut = opened.truncated;
+        let role = match bases.get(i + 1) {
+            Some(&next_base) => SegmentRole::Closed { next_base },
+            None if clean => SegmentRole::ActiveAfterCleanStop {
+                log_end: meta.and_then(|m| m.log_end_offset),
+            },
+            None => SegmentRole::ActiveAfterCrash,
+        };
+        let verify = base >= recovery_point || !clean;
+        let opened = open_segment(dir, base, config, io, role, verify, &mut report).await?;
+        active_damaged |= role.is_active() && opened.damaged;
         segments.insert(base, Arc::new(opened.segment));
-        if cut && !is_last {
-            for &later in &bases[i + 1..] {
-                tracing::warn!(dir = %dir.display(), base_offset = later,
-                    "removing segment after a corrupt one");
-                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                    remove_if_exists(io, &dir.join(segment_file_name(later, suffix))).await?;
-                }
-                report.removed_segments += 1;
-            }
-            io.sync_dir(dir).await?;
-            break;
-        }
     }
     let log_start_offset = meta
         .map(|m| m.log_start_offset)
         .or_else(|| segments.keys().next().copied())
         .unwrap_or(0);
     remove_segments_below(io, dir, &mut segments, log_start_offset, &mut report).await?;
+    let damaged_end = segments
+        .values()
+        .next_back()
+        .filter(|_| active_damaged)
+        .map(|s| s.snapshot())
+        .filter(|s| s.durable_size > 0)
+        .map(|s| s.next_offset);
+    if let Some(next) = damaged_end {
+        // Appends go to a fresh segment: the damaged one is closed and never rescanned.
+        tracing::warn!(dir = %dir.display(), base_offset = next,
+            "the active segment holds quarantined damage; starting a new segment");
+        let segment = Segment::create(io, dir, next, config.active_map_len()).await?;
+        io.sync_dir(dir).await?;
+        segments.insert(next, Arc::new(segment));
+    }
     if segments.is_empty() {
         let segment = Segment::create(io, dir, log_start_offset, config.active_map_len()).await?;
         io.sync_dir(dir).await?;
@@ -107,10 +127,11 @@ pub(crate) async fn recover(
         log_start_offset: log_start_offset.min(log_end),
         recovery_point: active.base_offset(),
         clean_shutdown: false,
+        log_end_offset: None,
     };
     write_meta(io, dir, &meta).await?;
     let producers = rebuild_producer_state(io, dir, &segments, log_end).await?;
-    if !clean {
+    if !clean || report.damaged_ranges > 0 || report.repaired_batches > 0 {
         tracing::info!(dir = %dir.display(), ?report, log_end, "recovered partition");
     }
     Ok(Recovered {
@@ -236,7 +257,7 @@ fn list_files(dir: &Path, suffix: &str) -> Result<Vec<u64>, OpenError> {
 
 struct Opened {
     segment: Segment,
-    truncated: bool,
+    damaged: bool,
 }
 
 async fn open_segment(
@@ -244,8 +265,8 @@ async fn open_segment(
     base: u64,
     config: &LogConfig,
     io: &Io,
-    scan: bool,
-    is_last: bool,
+    role: SegmentRole,
+    verify: bool,
     report: &mut RecoveryReport,
 ) -> Result<Opened, OpenError> {
     let log = io
@@ -267,120 +288,105 @@ async fn open_segment(
         )
         .await?;
     let file_len = io.file_len(&log).await?;
-    let trusted = if scan {
+    let trusted = load_trusted(io, &log, &index_file, &time_file, base, file_len, config).await?;
+    if let (Some(state), false) = (&trusted, verify) {
+        return finish_open(
+            dir,
+            base,
+            [log, index_file, time_file],
+            role,
+            config,
+            state.clone(),
+        )
+        .map(|segment| Opened {
+            segment,
+            damaged: false,
+        })
+        .map_err(OpenError::from);
+    }
+    if role == SegmentRole::ActiveAfterCrash {
         report.scanned_segments += 1;
-        None
-    } else {
-        let loaded =
-            load_trusted(io, &log, &index_file, &time_file, base, file_len, config).await?;
-        if loaded.is_none() {
-            tracing::warn!(path = %log.path().display(), "index missing or inconsistent; rebuilding");
-        }
-        loaded
-    };
-    let (state, truncated) = match trusted {
-        Some(state) => (state, false),
-        None => {
-            let rebuilt =
-                rebuild(io, [&log, &index_file, &time_file], base, file_len, config).await?;
+    } else if verify {
+        report.verified_segments += 1;
+    }
+    let scanned = scan_file(io, &log, base, file_len, role, config, report).await?;
+    let damaged = !scanned.damaged.is_empty();
+    let unchanged = scanned.keep_len == file_len && scanned.repairs.is_empty() && !damaged;
+    let state = match trusted {
+        // Verified and nothing to change: the index files stay as they are.
+        Some(state) if unchanged => state,
+        trusted => {
+            if trusted.is_none() {
+                tracing::warn!(path = %log.path().display(), "index missing or inconsistent; rebuilding");
+            }
+            let mut state = scanned.state;
+            rewrite_indexes(io, &index_file, &time_file, &mut state).await?;
             report.rebuilt_indexes += 1;
-            report.truncated_bytes += rebuilt.cut_bytes;
-            (rebuilt.state, rebuilt.cut_bytes > 0)
+            state
         }
     };
-    let map_len = if is_last {
+    let segment = finish_open(dir, base, [log, index_file, time_file], role, config, state)?;
+    Ok(Opened { segment, damaged })
+}
+
+fn finish_open(
+    dir: &Path,
+    base: u64,
+    files: [IoFile; 3],
+    role: SegmentRole,
+    config: &LogConfig,
+    state: SegmentState,
+) -> Result<Segment, IoError> {
+    let map_len = if role.is_active() {
         config.active_map_len().max(state.durable_size as usize)
     } else {
         state.durable_size as usize
     };
-    let segment = Segment::from_parts(dir, base, [log, index_file, time_file], map_len, state)?;
-    Ok(Opened { segment, truncated })
+    Segment::from_parts(dir, base, files, map_len, state)
 }
 
-struct Rebuilt {
-    state: SegmentState,
-    cut_bytes: u64,
-}
-
-/// Scans a segment batch by batch, cuts the log at the first invalid byte, and rewrites both
-/// indexes from the scan.
-async fn rebuild(
+/// Scans a segment file, applies the scan's repairs and a torn tail's cut to it, and returns
+/// the outcome (its state describes the file as it is afterwards).
+async fn scan_file(
     io: &Io,
-    [log, index_file, time_file]: [&IoFile; 3],
-    base: u64,
-    file_len: u64,
-    config: &LogConfig,
-) -> Result<Rebuilt, OpenError> {
-    let (mut state, valid_len) = scan_segment(log, base, file_len, config)?;
-    if valid_len < file_len {
-        tracing::warn!(path = %log.path().display(), valid_len, file_len,
-            "cutting torn or corrupt tail");
-        io.set_len(log, valid_len).await?;
-        io.sync_data(log).await?;
-    }
-    rewrite_indexes(io, index_file, time_file, &mut state).await?;
-    Ok(Rebuilt {
-        state,
-        cut_bytes: file_len - valid_len,
-    })
-}
-
-/// Validates every batch from the start; returns the rebuilt state and the length of the valid
-/// prefix.
-fn scan_segment(
     log: &IoFile,
     base: u64,
     file_len: u64,
+    role: SegmentRole,
     config: &LogConfig,
-) -> Result<(SegmentState, u64), OpenError> {
-    let mut state = SegmentState {
-        next_offset: base,
-        ..SegmentState::default()
+    report: &mut RecoveryReport,
+) -> Result<ScanOutcome, OpenError> {
+    let limits = ScanLimits {
+        index_interval_bytes: config.index_interval_bytes,
+        max_end_position: super::config::MAX_SEGMENT_BYTES + config.max_batch_bytes,
     };
-    if file_len == 0 {
-        return Ok((state, 0));
+    let outcome = if file_len == 0 {
+        scan_segment(&Bytes::new(), base, role, limits)
+    } else {
+        let map = MappedFile::map(log, usize::try_from(file_len).unwrap_or(usize::MAX))?;
+        scan_segment(&map.slice(0..map.len()), base, role, limits)
+    };
+    for damage in &outcome.damaged {
+        tracing::error!(path = %log.path().display(), bytes = ?damage.bytes,
+            offsets = ?damage.offsets, "quarantined a damaged range: its offsets read as corrupt");
     }
-    let map = MappedFile::map(log, usize::try_from(file_len).unwrap_or(usize::MAX))?;
-    let bytes: Bytes = map.slice(0..map.len());
-    let mut position = 0usize;
-    while position < bytes.len() {
-        let rest = bytes.slice(position..);
-        let Ok(batch) = RecordBatch::decode_first(&rest) else {
-            break;
-        };
-        let Some(appended) = check_placement(batch.header(), base, &state, position, config) else {
-            break;
-        };
-        let basis = state.roll_basis_ms.unwrap_or(appended.max_timestamp);
-        state.add_batch(base, &appended, config.index_interval_bytes, basis);
-        position += batch.len();
+    for repair in &outcome.repairs {
+        tracing::warn!(path = %log.path().display(), ?repair, "repairing a batch header");
+        let (position, bytes) = repair.write();
+        io.write_at(log, position, vec![Bytes::from(bytes)]).await?;
     }
-    Ok((state, position as u64))
-}
-
-/// Where a batch at `position` would go, if its offsets and size fit this segment.
-fn check_placement(
-    header: &BatchHeader,
-    base: u64,
-    state: &SegmentState,
-    position: usize,
-    config: &LogConfig,
-) -> Option<AppendedBatch> {
-    if header.base_offset < 0 {
-        return None;
+    if outcome.keep_len < file_len {
+        tracing::warn!(path = %log.path().display(), valid_len = outcome.keep_len, file_len,
+            "cutting a torn tail");
+        io.set_len(log, outcome.keep_len).await?;
     }
-    let (first, last) = batch_offsets(header);
-    let len = header.total_len() as u64;
-    let fits = first >= state.next_offset
-        && last - base <= u64::from(u32::MAX)
-        && position as u64 + len <= super::config::MAX_SEGMENT_BYTES + config.max_batch_bytes;
-    fits.then_some(AppendedBatch {
-        position: position as u64,
-        len,
-        base_offset: first,
-        last_offset: last,
-        max_timestamp: header.max_timestamp,
-    })
+    if !outcome.repairs.is_empty() || outcome.keep_len < file_len {
+        io.sync_data(log).await?;
+    }
+    report.truncated_bytes += file_len - outcome.keep_len;
+    report.damaged_ranges += outcome.damaged.len();
+    report.repaired_batches += outcome.repairs.len();
+    Ok(outcome)
 }
 
 /// Loads indexes written by a clean run and walks only the batches after the last entry.
@@ -402,7 +408,15 @@ async fn load_trusted(
     ) else {
         return Ok(None);
     };
-    if index.len() != time_index.len() {
+    // Time-index entries sit next to offset-index entries, but only where the running maximum
+    // timestamp grew (many batches in one millisecond add none), so the time index may be
+    // shorter; it may not reach past the offset index.
+    let time_within_index = match (time_index.last(), index.last()) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(time), Some(offset)) => time.relative_offset <= offset.relative_offset,
+    };
+    if time_index.len() > index.len() || !time_within_index {
         return Ok(None);
     }
     if file_len == 0 {
@@ -443,7 +457,7 @@ async fn load_trusted(
         let Ok((relative, header)) = item else {
             return Ok(None);
         };
-        let Some(appended) = check_placement(&header, base, &state, walk_from + relative, config)
+        let Some(appended) = trusted_placement(&header, base, &state, walk_from + relative, config)
         else {
             return Ok(None);
         };
@@ -499,4 +513,29 @@ pub async fn remove_if_exists(io: &Io, path: &Path) -> Result<(), IoError> {
         Err(error) if error.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// Where a batch after the last index entry of a trusted segment goes, if it follows on.
+fn trusted_placement(
+    header: &BatchHeader,
+    base: u64,
+    state: &SegmentState,
+    position: usize,
+    config: &LogConfig,
+) -> Option<AppendedBatch> {
+    if header.base_offset < 0 {
+        return None;
+    }
+    let (first, last) = batch_offsets(header);
+    let len = header.total_len() as u64;
+    let fits = first >= state.next_offset
+        && last - base <= u64::from(u32::MAX)
+        && position as u64 + len <= super::config::MAX_SEGMENT_BYTES + config.max_batch_bytes;
+    fits.then_some(AppendedBatch {
+        position: position as u64,
+        len,
+        base_offset: first,
+        last_offset: last,
+        max_timestamp: header.max_timestamp,
+    })
 }

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use super::batch::{BatchError, BatchHeader, batch_headers};
+use super::batch::{BatchError, BatchHeader};
 use super::offset_index::{OffsetIndex, OffsetIndexEntry};
+use super::read::{Choice, ChoiceError, OffsetBounds, choose_batches};
 use super::time_index::{TimeIndex, TimeIndexEntry};
 use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
 
@@ -127,6 +128,31 @@ impl SegmentState {
     }
 }
 
+impl SegmentState {
+    /// Accounts for a quarantined byte range at the end of the segment (see `scan.rs`): its
+    /// bytes count as durable so later batches keep their positions, its offsets up to
+    /// `end_offset` stay taken, and the next batch gets an index entry, so that a lookup of an
+    /// offset after the damage starts after it.
+    ///
+    /// # Panics
+    /// When the range does not start at the end of the segment.
+    pub fn add_damage(
+        &mut self,
+        position: u64,
+        len: u64,
+        end_offset: u64,
+        index_interval_bytes: u64,
+    ) {
+        assert!(
+            position == self.durable_size,
+            "invariant: damage is accounted in file order"
+        );
+        self.durable_size = position + len;
+        self.next_offset = self.next_offset.max(end_offset);
+        self.bytes_since_index = self.bytes_since_index.max(index_interval_bytes);
+    }
+}
+
 /// Why a read inside a segment failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SegmentReadError {
@@ -141,6 +167,17 @@ pub enum SegmentReadError {
         /// What the decoder found.
         #[source]
         source: BatchError,
+    },
+    /// The batches where a read must start do not parse or claim inconsistent offsets.
+    #[error("segment {path} cannot be read from position {position}: {source}")]
+    Unreadable {
+        /// The `.log` file.
+        path: PathBuf,
+        /// Byte position the walk started at.
+        position: u64,
+        /// What the batch choice found.
+        #[source]
+        source: ChoiceError,
     },
 }
 
@@ -318,58 +355,65 @@ impl Segment {
 
     /// Finds the whole batches to return for a read starting at `offset`: the batch that holds
     /// `offset` (or the first one after it, when compaction left a gap) and the batches after it
-    /// while they fit in `max_bytes` (always at least one) and start below `high_watermark`.
-    /// `None` when the segment has nothing at or after `offset`.
+    /// while they fit in `max_bytes` (always at least one) and start below `high_watermark`;
+    /// every offset is below `upper` (the next segment's base, or the high watermark). `None`
+    /// when the segment has nothing at or after `offset`. The choice is [`choose_batches`].
     ///
     /// # Errors
-    /// A header inside the durable range that does not parse.
+    /// A header inside the durable range that does not parse, or a batch with inconsistent
+    /// offsets where the read must start.
     pub fn locate(
         &self,
         offset: u64,
         max_bytes: u64,
         high_watermark: u64,
+        upper: u64,
     ) -> Result<Option<BatchRange>, SegmentReadError> {
-        let (start, durable) = {
+        let (entry, durable) = {
             let state = self.state.read();
             let relative =
                 u32::try_from(offset.saturating_sub(self.base_offset)).unwrap_or(u32::MAX);
-            let start = state
-                .index
-                .lookup(relative)
-                .map_or(0, |e| u64::from(e.position));
-            (start, state.durable_size)
+            (state.index.lookup(relative), state.durable_size)
         };
-        let Some(window) = self.map.as_slice().get(start as usize..durable as usize) else {
-            return Ok(None);
+        let bounds_from = |anchor: Option<u64>| OffsetBounds {
+            anchor,
+            lower: self.base_offset,
+            upper,
+            high_watermark,
         };
-        let mut found: Option<BatchRange> = None;
-        for item in batch_headers(window) {
-            let (relative_position, header) = item.map_err(|source| self.corrupt(start, source))?;
-            let position = start + relative_position as u64;
-            let (base, last) = batch_offsets(&header);
-            if base >= high_watermark {
-                break;
-            }
-            let len = header.total_len() as u64;
-            match &mut found {
-                None if last < offset => continue,
-                None => {
-                    found = Some(BatchRange {
-                        bytes: position..position + len,
-                        first_offset: base,
-                        next_offset: last + 1,
-                    });
+        let from_entry = entry.map(|e| {
+            (
+                u64::from(e.position),
+                bounds_from(Some(self.base_offset + u64::from(e.relative_offset))),
+            )
+        });
+        let mut attempt = from_entry.unwrap_or((0, bounds_from(None)));
+        loop {
+            let (start, bounds) = attempt;
+            let Some(window) = self.map.as_slice().get(start as usize..durable as usize) else {
+                return Ok(None);
+            };
+            match choose_batches(window, offset, max_bytes, bounds, true) {
+                Ok(Choice::Found {
+                    bytes,
+                    first_offset,
+                    next_offset,
+                }) => {
+                    return Ok(Some(BatchRange {
+                        bytes: start + bytes.start as u64..start + bytes.end as u64,
+                        first_offset,
+                        next_offset,
+                    }));
                 }
-                Some(range) => {
-                    if range.bytes.end - range.bytes.start + len > max_bytes {
-                        break;
-                    }
-                    range.bytes.end = position + len;
-                    range.next_offset = last + 1;
+                Ok(Choice::Nothing | Choice::Skip { .. } | Choice::Grow) => return Ok(None),
+                Err(ChoiceError::IndexMismatch { expected, found }) if start > 0 => {
+                    tracing::warn!(path = %self.log.path().display(), expected, found,
+                        "offset index entry disagrees with the log; reading from the start");
+                    attempt = (0, bounds_from(None));
                 }
+                Err(error) => return Err(self.corrupt(start, error)),
             }
         }
-        Ok(found)
     }
 
     /// The mapped bytes of `range` without copying, if the pages are in memory.
@@ -386,8 +430,8 @@ impl Segment {
         self.map.slice(0..durable as usize)
     }
 
-    fn corrupt(&self, start: u64, source: BatchError) -> SegmentReadError {
-        SegmentReadError::Corrupt {
+    fn corrupt(&self, start: u64, source: ChoiceError) -> SegmentReadError {
+        SegmentReadError::Unreadable {
             path: self.log.path().to_path_buf(),
             position: start,
             source,

@@ -491,18 +491,48 @@ async fn truncation_anywhere_inside_the_last_batch_recovers_exactly_the_complete
     }
 }
 
+/// Every offset below the high watermark read one at a time: `Ok(value)` or `Err` for an offset
+/// whose batch fails validation.
+async fn read_each(partition: &Partition) -> Vec<Result<Option<Bytes>, String>> {
+    let high = partition.offsets().high_watermark;
+    let mut out = Vec::new();
+    for offset in partition.offsets().log_start_offset..high {
+        let value = match partition.read(offset, 1).await {
+            Err(error) => Err(error.to_string()),
+            Ok(slice) => match RecordBatch::decode_first(&slice.data) {
+                Err(error) => Err(error.to_string()),
+                Ok(batch) => {
+                    let record = batch
+                        .records()
+                        .map(Result::unwrap)
+                        .find(|r| r.offset as u64 == offset);
+                    Ok(record.expect("the batch read for an offset holds it").value)
+                }
+            },
+        };
+        out.push(value);
+    }
+    out
+}
+
 #[tokio::test]
-async fn a_garbled_byte_cuts_the_log_at_that_batch() {
+async fn a_garbled_byte_costs_only_its_own_batch() {
     let root = tempfile::tempdir().unwrap();
     let io = start_io(IoBackendChoice::Sync, root.path());
     let template = root.path().join("template");
     let ranges = write_unclean(&template, &io, 5).await;
     let log = std::fs::read(template.join(segment_file_name(0, LOG_SUFFIX))).unwrap();
+    let value = |batch: usize, record: usize| {
+        Some(Bytes::from(vec![
+            batch as u8;
+            if record == 0 { 30 } else { 7 }
+        ]))
+    };
     for (victim, range) in ranges.iter().enumerate() {
-        // Every byte except baseOffset and partitionLeaderEpoch (bytes 12..16, outside Kafka's
-        // CRC and free to take any value) is covered by the length, magic or CRC checks.
-        let checked = (range.start + 8..range.end)
-            .filter(|p| !(range.start + 12..range.start + 16).contains(p));
+        // partitionLeaderEpoch (bytes 12..16) is outside Kafka's CRC and unused: any value is
+        // fine. Every other byte, base offset included, is checked.
+        let checked =
+            (range.start..range.end).filter(|p| !(range.start + 12..range.start + 16).contains(p));
         for position in checked.step_by(3) {
             let dir = root.path().join(format!("garble{position}"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -510,11 +540,31 @@ async fn a_garbled_byte_cuts_the_log_at_that_batch() {
             garbled[position as usize] ^= 0x5a;
             std::fs::write(dir.join(segment_file_name(0, LOG_SUFFIX)), &garbled).unwrap();
             let partition = open(&dir, &io, LogConfig::default(), ManualClock::new(0)).await;
-            assert_eq!(
-                partition.offsets().log_end_offset,
-                2 * victim as u64,
-                "garbled byte at {position} in batch {victim}"
-            );
+            let what = format!("garbled byte at {position} in batch {victim}");
+            let end = partition.offsets().log_end_offset;
+            let last = victim == ranges.len() - 1;
+            let base_offset_byte = position < range.start + 8;
+            if last && !base_offset_byte {
+                // The end of the active segment after a crash: a torn write explains it.
+                assert_eq!(end, 2 * victim as u64, "{what}: cut");
+            } else {
+                assert_eq!(end, 10, "{what}: every offset stays taken");
+            }
+            let read = read_each(&partition).await;
+            for (offset, got) in read.iter().enumerate() {
+                let (batch, record) = (offset / 2, offset % 2);
+                if batch == victim && !base_offset_byte {
+                    assert!(got.is_err(), "{what}: offset {offset} must read as corrupt");
+                } else {
+                    assert_eq!(got, &Ok(value(batch, record)), "{what}: offset {offset}");
+                }
+            }
+            // Appends go on after the damage, and are readable.
+            let acks = partition
+                .append(vec![batch_of(&[record(b"after", 3)])], Acks::All)
+                .await
+                .unwrap();
+            assert_eq!(acks[0].base_offset, end, "{what}");
             drop(partition);
             std::fs::remove_dir_all(&dir).unwrap();
         }

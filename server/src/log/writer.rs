@@ -538,6 +538,7 @@ impl Writer {
         }
         self.meta.recovery_point = active.base_offset();
         self.meta.log_start_offset = self.shared.offsets.borrow().log_start_offset;
+        self.meta.log_end_offset = Some(active.snapshot().next_offset);
         self.meta.clean_shutdown = true;
         write_meta(&io, &self.shared.dir, &self.meta).await?;
         Ok(())

@@ -14,9 +14,8 @@ use strata_tiering::manifest::RemoteSegment;
 
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::RecordBatch;
-use crate::log::batch::batch_headers;
 use crate::log::offset_index::OffsetIndex;
-use crate::log::segment::batch_offsets;
+use crate::log::read::{Choice, OffsetBounds, choose_batches};
 use crate::log::time_index::TimeIndex;
 
 /// Bytes read beyond `max_bytes` at first, so the batch holding the wanted offset usually
@@ -54,7 +53,14 @@ impl Tiering {
         let index = self.remote_index(remote, segment).await?;
         let relative =
             u32::try_from(offset.saturating_sub(segment.base_offset)).unwrap_or(u32::MAX);
-        let mut start = index.lookup(relative).map_or(0, |e| u64::from(e.position));
+        let entry = index.lookup(relative);
+        let mut start = entry.map_or(0, |e| u64::from(e.position));
+        let mut bounds = OffsetBounds {
+            anchor: entry.map(|e| segment.base_offset + u64::from(e.relative_offset)),
+            lower: segment.base_offset,
+            upper: segment.last_offset.saturating_add(1),
+            high_watermark: u64::MAX,
+        };
         let object = RemoteObject {
             key: Path::from(segment.log.key.as_str()),
             len: segment.log.size,
@@ -65,25 +71,29 @@ impl Tiering {
         while start < len {
             let end = start.saturating_add(window).min(len);
             let bytes = self.cache.read(&object, start..end).await?;
-            match pick_batches(
-                &bytes,
-                offset,
-                max_bytes,
-                end == len,
-                &segment.log.key,
-                start,
-            )? {
-                Picked::Found(range, first_offset, next_offset) => {
+            let choice = choose_batches(&bytes, offset, max_bytes, bounds, end == len)
+                .map_err(|e| corrupt(&segment.log.key, &format!("at byte {start}: {e}")))?;
+            match choice {
+                Choice::Found {
+                    bytes: range,
+                    first_offset,
+                    next_offset,
+                } => {
                     let data = bytes.slice(range);
-                    validate(&data, &segment.log.key)?;
+                    let (valid, next_offset) = valid_prefix(&data, next_offset, &segment.log.key)?;
                     return Ok(Some(ColdSlice {
-                        data,
+                        data: data.slice(..valid),
                         first_offset,
                         next_offset,
                     }));
                 }
-                Picked::Skip(consumed) => start += consumed as u64,
-                Picked::Grow => window = window.saturating_mul(2),
+                Choice::Skip { consumed, lower } => {
+                    start += consumed as u64;
+                    bounds.anchor = None;
+                    bounds.lower = lower;
+                }
+                Choice::Grow => window = window.saturating_mul(2),
+                Choice::Nothing => return Ok(None),
             }
         }
         Ok(None)
@@ -187,69 +197,28 @@ impl Tiering {
     }
 }
 
-enum Picked {
-    /// Bytes range of whole batches, their first and next offsets.
-    Found(std::ops::Range<usize>, u64, u64),
-    /// Every complete batch in the window ends before the offset: continue after them.
-    Skip(usize),
-    /// The batch holding the offset does not fit in the window.
-    Grow,
-}
-
-/// Chooses the batches to return from a window of segment bytes starting at a batch boundary.
-fn pick_batches(
-    window: &[u8],
-    offset: u64,
-    max_bytes: u64,
-    reaches_end: bool,
-    key: &str,
-    window_start: u64,
-) -> Result<Picked, TieringError> {
-    let mut found: Option<(usize, usize, u64, u64)> = None;
-    let mut consumed = 0usize;
-    for item in batch_headers(window) {
-        let (position, header) = match item {
-            Ok(item) => item,
-            Err(error) => {
-                if reaches_end {
-                    return Err(corrupt(
-                        key,
-                        &format!("at byte {}: {error}", window_start + consumed as u64),
-                    ));
-                }
-                break;
+/// Full validation (CRC, records) of the batches in `data`: the length of the valid prefix
+/// and the offset after it (`next_offset` when all are valid). A corrupt first batch is an
+/// error; a later one ends the prefix, so the batches before it are served, as Kafka does.
+fn valid_prefix(data: &Bytes, next_offset: u64, key: &str) -> Result<(usize, u64), TieringError> {
+    let mut valid = 0;
+    let mut next = None;
+    for batch in crate::log::Batches::new(data.clone()) {
+        match batch {
+            Ok(batch) => {
+                valid += batch.len();
+                next = Some(u64::try_from(batch.header().last_offset()).unwrap_or(0) + 1);
             }
-        };
-        let (base, last) = batch_offsets(&header);
-        let end = position + header.total_len();
-        consumed = end;
-        match &mut found {
-            None if last < offset => {}
-            None => found = Some((position, end, base, last + 1)),
-            Some((first, until, _, next)) => {
-                if (end - *first) as u64 > max_bytes {
-                    break;
-                }
-                *until = end;
-                *next = last + 1;
-            }
+            Err(error) if valid == 0 => return Err(corrupt(key, &error)),
+            Err(_) => break,
         }
     }
-    Ok(match found {
-        Some((first, until, base, next)) => Picked::Found(first..until, base, next),
-        None if consumed > 0 => Picked::Skip(consumed),
-        None => Picked::Grow,
-    })
-}
-
-/// Full validation (CRC, records) of every batch in `data`.
-fn validate(data: &Bytes, key: &str) -> Result<(), TieringError> {
-    let mut rest = data.clone();
-    while !rest.is_empty() {
-        let batch = RecordBatch::decode_first(&rest).map_err(|e| corrupt(key, &e))?;
-        rest = rest.slice(batch.len()..);
-    }
-    Ok(())
+    let next = if valid == data.len() {
+        next_offset
+    } else {
+        next.unwrap_or(next_offset)
+    };
+    Ok((valid, next))
 }
 
 fn corrupt(key: &str, reason: &dyn std::fmt::Display) -> TieringError {

@@ -73,6 +73,10 @@ pub enum CatalogError {
     /// No such topic.
     #[error("topic {0} not found")]
     NotFound(String),
+    /// Internal topics belong to the server: their settings, partition count and existence are
+    /// not the API's to change.
+    #[error("topic {0} is internal: it cannot be reconfigured, grown or deleted")]
+    Internal(String),
     /// Disk I/O failed.
     #[error(transparent)]
     Io(#[from] IoError),
@@ -253,6 +257,18 @@ impl Catalog {
         self.topics.read().get(name).cloned()
     }
 
+    /// A topic the public API may change: 404 for an unknown one, [`CatalogError::Internal`] for
+    /// an internal one.
+    fn get_public(&self, name: &str) -> Result<Arc<Topic>, CatalogError> {
+        let topic = self
+            .get(name)
+            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        if topic.is_internal() {
+            return Err(CatalogError::Internal(name.to_string()));
+        }
+        Ok(topic)
+    }
+
     /// Every topic, by name.
     pub fn list(&self) -> Vec<Arc<Topic>> {
         self.topics.read().values().cloned().collect()
@@ -320,6 +336,7 @@ impl Catalog {
                     log_start_offset: start,
                     recovery_point: start,
                     clean_shutdown: false,
+                    log_end_offset: None,
                 };
                 write_meta(&self.io, &partition_dir, &meta)
                     .await
@@ -364,9 +381,7 @@ impl Catalog {
         updates: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, CatalogError> {
         let _guard = self.changes.lock().await;
-        let topic = self
-            .get(name)
-            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let topic = self.get_public(name)?;
         let mut config = topic.config();
         config.apply(updates)?;
         let file = self.topic_file(&topic, topic.partition_count(), &config);
@@ -391,9 +406,7 @@ impl Catalog {
         partitions: u32,
     ) -> Result<Arc<Topic>, CatalogError> {
         let _guard = self.changes.lock().await;
-        let topic = self
-            .get(name)
-            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let topic = self.get_public(name)?;
         let current = topic.partition_count();
         if partitions <= current {
             return Err(CatalogError::InvalidPartitions {
@@ -422,9 +435,7 @@ impl Catalog {
     /// Unknown topic or I/O errors.
     pub async fn delete(&self, name: &str) -> Result<(), CatalogError> {
         let _guard = self.changes.lock().await;
-        let topic = self
-            .get(name)
-            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        let topic = self.get_public(name)?;
         let target = self.trash_dir.join(trash_name(name, self.clock.now_ms()));
         self.io.rename(&topic.dir, &target).await?;
         self.io.sync_dir(&self.topics_dir).await?;

@@ -1,0 +1,386 @@
+//! The one batch choice of every read, local or remote: given bytes of a segment that start at
+//! a batch boundary, which whole batches answer a read of `offset` with at most `max_bytes`.
+//!
+//! Only headers are parsed here (no CRC): the chosen bytes are validated by whoever decodes
+//! them. What this adds over a plain header walk is **offset consistency**: `baseOffset` is
+//! outside Kafka's CRC, so a flipped bit there would make a sound batch claim offsets that are
+//! not its own. Within a segment, offsets only grow, stay at or above where the walk started
+//! and below the next segment's base (or the high watermark). A batch that breaks this is never
+//! chosen; when a batch is only found out by its successor (it claimed offsets beyond where the
+//! successor starts), the successor decides: if it fits after the batch before the suspect, the
+//! suspect is the bad one. A read of an offset that a bad batch held is an error, never an
+//! answer with other offsets' records.
+
+use std::ops::Range;
+
+use super::batch::{BatchError, batch_headers};
+use super::segment::batch_offsets;
+
+/// Offsets the bytes may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetBounds {
+    /// The first batch's base offset when the walk starts at an index entry (then it must match
+    /// exactly), else `None`.
+    pub anchor: Option<u64>,
+    /// No batch may start below this (the segment's base, or past what was read before).
+    pub lower: u64,
+    /// Every offset must be below this: the next segment's base offset, or the log end.
+    pub upper: u64,
+    /// The high watermark: durable bytes never hold offsets at or above it, so a batch that
+    /// claims them is bad.
+    pub high_watermark: u64,
+}
+
+/// What a window of segment bytes answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// These bytes (relative to the window), holding offsets from `first_offset` to below
+    /// `next_offset`.
+    Found {
+        /// Byte range within the window.
+        bytes: Range<usize>,
+        /// Base offset of the first chosen batch (may be below the requested offset).
+        first_offset: u64,
+        /// Offset after the last chosen batch.
+        next_offset: u64,
+    },
+    /// Every complete batch of the window ends before the offset: continue at `consumed` bytes
+    /// with `lower` as the new lower bound.
+    Skip {
+        /// Bytes of whole batches walked.
+        consumed: usize,
+        /// Offset after the last batch walked.
+        lower: u64,
+    },
+    /// The window ends inside the batch that would be chosen: read a larger one.
+    Grow,
+    /// Nothing at or after the offset (below the high watermark) in these bytes.
+    Nothing,
+}
+
+/// Why no batch could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    /// A header does not parse where a batch must start.
+    #[error("bad batch header at byte {position}: {source}")]
+    BadHeader {
+        /// Byte position within the window.
+        position: usize,
+        /// What the decoder found.
+        #[source]
+        source: BatchError,
+    },
+    /// The first batch does not hold the offset its index entry names: the index is stale or
+    /// damaged; walk the segment from its start instead.
+    #[error("the index entry names offset {expected}, the batch there starts at {found}")]
+    IndexMismatch {
+        /// The offset of the index entry.
+        expected: u64,
+        /// The batch's base offset.
+        found: u64,
+    },
+    /// The requested offset was held by a batch whose offsets cannot be trusted.
+    #[error("offset {offset} is in a batch at byte {position} whose offsets are inconsistent")]
+    Inconsistent {
+        /// The requested offset.
+        offset: u64,
+        /// Byte position of the bad batch within the window.
+        position: usize,
+    },
+}
+
+/// A walked batch.
+#[derive(Debug, Clone, Copy)]
+struct Walked {
+    position: usize,
+    end: usize,
+    base: u64,
+    last: u64,
+    /// A bad batch sits between the previous accepted batch and this one.
+    after_bad: Option<usize>,
+}
+
+/// Chooses the whole batches of `window` that answer a read of `offset`: the batch holding it
+/// (or the first after it, when compaction left a gap) and the following ones while they fit
+/// in `max_bytes` (at least one). `reaches_end`: the window ends where the segment's durable
+/// bytes end, so a cut-off header is damage, not a short window.
+///
+/// # Errors
+/// See [`ChoiceError`].
+pub fn choose_batches(
+    window: &[u8],
+    offset: u64,
+    max_bytes: u64,
+    bounds: OffsetBounds,
+    reaches_end: bool,
+) -> Result<Choice, ChoiceError> {
+    let mut accepted: Vec<Walked> = Vec::new();
+    let mut pending_bad: Option<usize> = None;
+    let mut chosen_from: Option<usize> = None;
+    let mut consumed = 0usize;
+    let mut stopped_early = false;
+    for item in batch_headers(window) {
+        let (position, header) = match item {
+            Ok(item) => item,
+            Err(source) => {
+                if chosen_from.is_none() && reaches_end {
+                    return Err(ChoiceError::BadHeader {
+                        position: consumed,
+                        source,
+                    });
+                }
+                // A short window, or damage after what was chosen: stop here.
+                stopped_early = !reaches_end;
+                break;
+            }
+        };
+        let (base, last) = batch_offsets(&header);
+        let end = position + header.total_len();
+        consumed = end;
+        if accepted.is_empty()
+            && pending_bad.is_none()
+            && let Some(anchor) = bounds.anchor
+            && base != anchor
+        {
+            return Err(ChoiceError::IndexMismatch {
+                expected: anchor,
+                found: base,
+            });
+        }
+        let floor = accepted.last().map_or(bounds.lower, |a| a.last + 1);
+        if base >= bounds.high_watermark && base == floor {
+            // The next batch, published after the high watermark this read started with.
+            break;
+        }
+        // Durable bytes hold only offsets below the high watermark: a batch claiming more is bad.
+        let upper = bounds.upper.min(bounds.high_watermark);
+        let fits = |from: u64| base >= from && last < upper && header.base_offset >= 0;
+        let walked = Walked {
+            position,
+            end,
+            base,
+            last,
+            after_bad: pending_bad,
+        };
+        if fits(floor) {
+            pending_bad = None;
+            accepted.push(walked);
+        } else if let Some(&suspect) = accepted.last()
+            && base < floor
+            && last < upper
+        {
+            // This batch overlaps the previous one: one of the two claims wrong offsets. The
+            // one that breaks contiguity is the bad one; when that cannot tell, neither is used.
+            let before = accepted
+                .len()
+                .checked_sub(2)
+                .map_or(bounds.anchor.unwrap_or(bounds.lower), |i| {
+                    accepted[i].last + 1
+                });
+            let suspect_contiguous = suspect.base == before;
+            let follows_true_suspect = base == before + (suspect.last - suspect.base + 1);
+            if suspect_contiguous {
+                pending_bad.get_or_insert(position);
+                continue;
+            }
+            accepted.pop();
+            if chosen_from.is_some_and(|from| from >= accepted.len()) {
+                chosen_from = None;
+            }
+            if follows_true_suspect {
+                accepted.push(Walked {
+                    after_bad: Some(suspect.position),
+                    ..walked
+                });
+                pending_bad = None;
+            } else {
+                pending_bad = Some(suspect.position);
+                continue;
+            }
+        } else {
+            pending_bad.get_or_insert(position);
+            continue;
+        }
+        if chosen_from.is_none() {
+            let Some(index) = accepted.iter().position(|a| a.last >= offset) else {
+                continue;
+            };
+            let first = accepted[index];
+            if let Some(bad) = first.after_bad
+                && offset < first.base
+            {
+                return Err(ChoiceError::Inconsistent {
+                    offset,
+                    position: bad,
+                });
+            }
+            chosen_from = Some(index);
+        }
+        if let Some(from) = chosen_from {
+            let start = accepted[from].position;
+            // One accepted batch of look-ahead past the budget confirms the last chosen one.
+            let over = accepted
+                .iter()
+                .skip(from + 1)
+                .filter(|a| (a.end - start) as u64 > max_bytes)
+                .count();
+            if over >= 1 {
+                break;
+            }
+        }
+    }
+    if let Some(bad) = pending_bad
+        && chosen_from.is_none()
+        && accepted.last().is_none_or(|a| a.last < offset)
+    {
+        return Err(ChoiceError::Inconsistent {
+            offset,
+            position: bad,
+        });
+    }
+    let Some(from) = chosen_from else {
+        if stopped_early && accepted.is_empty() {
+            return Ok(Choice::Grow);
+        }
+        return Ok(match accepted.last() {
+            Some(last) if !reaches_end => Choice::Skip {
+                consumed: last.end,
+                lower: last.last + 1,
+            },
+            _ if stopped_early => Choice::Grow,
+            _ => Choice::Nothing,
+        });
+    };
+    let start = accepted[from].position;
+    let mut end = accepted[from].end;
+    let mut next_offset = accepted[from].last + 1;
+    for walked in accepted.iter().skip(from + 1) {
+        if walked.after_bad.is_some() || (walked.end - start) as u64 > max_bytes {
+            break;
+        }
+        end = walked.end;
+        next_offset = walked.last + 1;
+    }
+    Ok(Choice::Found {
+        bytes: start..end,
+        first_offset: accepted[from].base,
+        next_offset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::log::batch::{BatchOptions, NewRecord, encode_batch};
+
+    /// A segment of batches with `spans` records each, starting at `base`, with `gaps[i]`
+    /// offsets left out before batch `i` (compaction). Returns the bytes and each batch's
+    /// (position, base, last).
+    fn segment(base: u64, spans: &[u8], gaps: &[u8]) -> (Vec<u8>, Vec<(usize, u64, u64)>) {
+        let mut bytes = Vec::new();
+        let mut batches = Vec::new();
+        let mut next = base;
+        for (i, &span) in spans.iter().enumerate() {
+            next += u64::from(gaps.get(i).copied().unwrap_or(0));
+            let records: Vec<NewRecord> = (0..span)
+                .map(|r| NewRecord {
+                    timestamp: 1,
+                    key: None,
+                    value: Some(Bytes::from(vec![r; 5])),
+                    headers: Vec::new(),
+                })
+                .collect();
+            let options = BatchOptions {
+                base_offset: next as i64,
+                ..BatchOptions::default()
+            };
+            let batch = encode_batch(&options, &records).unwrap();
+            let last = next + u64::from(span) - 1;
+            batches.push((bytes.len(), next, last));
+            bytes.extend_from_slice(&batch);
+            next = last + 1;
+        }
+        (bytes, batches)
+    }
+
+    fn bounds(base: u64, upper: u64) -> OffsetBounds {
+        OffsetBounds {
+            anchor: None,
+            lower: base,
+            upper,
+            high_watermark: upper,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_choice_is_the_batch_holding_the_offset_as_a_linear_scan_finds_it(
+            spans in prop::collection::vec(1u8..5, 1..20),
+            gaps in prop::collection::vec(0u8..3, 0..20),
+            max_bytes in 1u64..400,
+        ) {
+            let (bytes, batches) = segment(100, &spans, &gaps);
+            let end = batches.last().unwrap().2 + 1;
+            for offset in 100..end {
+                let choice = choose_batches(&bytes, offset, max_bytes, bounds(100, end), true);
+                let holder = batches.iter().position(|b| b.2 >= offset).unwrap();
+                let Ok(Choice::Found { bytes: range, first_offset, next_offset }) = choice else {
+                    panic!("offset {offset}: {choice:?}");
+                };
+                prop_assert_eq!(range.start, batches[holder].0);
+                prop_assert_eq!(first_offset, batches[holder].1);
+                // Whole batches within the budget, at least one.
+                let chosen: Vec<_> = batches.iter().filter(|b| b.0 >= range.start && b.0 < range.end).collect();
+                prop_assert!(!chosen.is_empty());
+                prop_assert_eq!(next_offset, chosen.last().unwrap().2 + 1);
+                prop_assert!(chosen.len() == 1 || (range.end - range.start) as u64 <= max_bytes);
+                let after = batches.iter().find(|b| b.0 >= range.end);
+                if let Some(after) = after {
+                    prop_assert_eq!(after.0, range.end, "ends at a batch boundary");
+                }
+            }
+        }
+
+        #[test]
+        fn a_flipped_base_offset_never_gives_a_batch_offsets_that_are_not_its_own(
+            spans in prop::collection::vec(1u8..5, 2..12),
+            victim in any::<prop::sample::Index>(),
+            bit in 0u32..64,
+            max_bytes in 1u64..400,
+        ) {
+            let (mut bytes, batches) = segment(100, &spans, &[]);
+            let victim = victim.index(batches.len());
+            let (position, base, _) = batches[victim];
+            let flipped = base ^ (1u64 << bit);
+            bytes[position..position + 8].copy_from_slice(&flipped.to_be_bytes());
+            let end = batches.last().unwrap().2 + 1;
+            for offset in 100..end {
+                let Ok(Choice::Found { bytes: range, .. }) =
+                    choose_batches(&bytes, offset, max_bytes, bounds(100, end), true)
+                else {
+                    continue; // an error (or nothing) is allowed; a wrong answer is not
+                };
+                for (at, header) in batch_headers(&bytes[range.clone()]).map(Result::unwrap) {
+                    let truth = batches.iter().find(|b| b.0 == range.start + at).unwrap();
+                    prop_assert_eq!(header.base_offset as u64, truth.1, "offset {}", offset);
+                }
+                // Every intact batch stays readable.
+                let holder = batches.iter().position(|b| b.2 >= offset).unwrap();
+                if holder != victim {
+                    prop_assert_eq!(range.start, batches[holder].0, "offset {}", offset);
+                }
+            }
+            for (i, b) in batches.iter().enumerate() {
+                if i == victim {
+                    continue;
+                }
+                let choice = choose_batches(&bytes, b.1, max_bytes, bounds(100, end), true);
+                let found = matches!(choice, Ok(Choice::Found { ref bytes, .. }) if bytes.start == b.0);
+                prop_assert!(found, "intact batch {} unreadable: {:?}", i, choice);
+            }
+        }
+    }
+}

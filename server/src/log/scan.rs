@@ -1,0 +1,363 @@
+//! Validating scan of one segment's bytes at open time: which batches are sound, which byte
+//! ranges are damaged, what can be repaired, and where (only for a torn write) the log must be
+//! cut. Pure: it reads bytes and returns a plan; `recovery.rs` applies it to the files.
+//!
+//! The rule it implements (ADR 0005): **recovery never removes an acknowledged batch that is
+//! itself intact.** A damaged range with sound batches after it is bit rot, not a torn write (a
+//! crash only ever loses the end of what was being written), so it is *quarantined*: its bytes
+//! stay where they are, its offsets stay taken, the batches after it stay readable, and a reader
+//! that reaches it gets `corrupt`. Only the end of the active segment after an unclean stop may
+//! be cut, because only there can a write have been torn, and nothing there was acknowledged
+//! with `acks=all`.
+//!
+//! Two header fields are outside Kafka's CRC: `partitionLeaderEpoch` (unused by Strata) and
+//! `baseOffset`. A flipped base offset is caught by placement: in the active segment batches are
+//! contiguous (the writer assigns offsets one after the other and compaction never touches it),
+//! elsewhere they only increase. A sound batch whose base offset is wrong gets its base offset
+//! rewritten when the offsets around it pin the right value down exactly; otherwise its magic
+//! byte is overwritten with [`QUARANTINED_MAGIC`], so that no reader ever decodes its records at
+//! offsets that are not theirs.
+
+use super::batch::{BatchHeader, MAGIC_V2, RecordBatch};
+use super::segment::{AppendedBatch, SegmentState, batch_offsets};
+use bytes::Bytes;
+
+/// The magic byte a quarantined batch gets when its offsets cannot be trusted: not a Kafka
+/// magic (0, 1, 2), so every reader refuses the batch.
+pub const QUARANTINED_MAGIC: u8 = 0xfe;
+/// Byte position of the magic byte within a batch.
+const MAGIC_POSITION: u64 = 16;
+
+/// What the scanned segment is, which decides how damage at its end is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentRole {
+    /// A closed segment: it was fsynced before the next one was created, so nothing in it can be
+    /// torn; `next_base` (the next segment's base offset) bounds its offsets.
+    Closed {
+        /// Base offset of the following segment.
+        next_base: u64,
+    },
+    /// The active segment after a clean stop: fully fsynced; `log_end` is the log end the clean
+    /// stop recorded (absent in metadata written before format version 2).
+    ActiveAfterCleanStop {
+        /// The recorded log end offset.
+        log_end: Option<u64>,
+    },
+    /// The active segment after a crash: its end may hold a torn write.
+    ActiveAfterCrash,
+}
+
+impl SegmentRole {
+    pub(crate) fn is_active(self) -> bool {
+        !matches!(self, SegmentRole::Closed { .. })
+    }
+}
+
+/// Limits a batch must respect to belong to the segment.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanLimits {
+    /// Index interval to rebuild the indexes with.
+    pub index_interval_bytes: u64,
+    /// Largest byte position a batch may end at.
+    pub max_end_position: u64,
+}
+
+/// A change to the segment file that the scan decided on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    /// Overwrite the base offset of the batch at `position` (outside the CRC).
+    SetBaseOffset {
+        /// Byte position of the batch.
+        position: u64,
+        /// Its right base offset.
+        base_offset: u64,
+    },
+    /// Overwrite the magic byte of the batch at `position` with [`QUARANTINED_MAGIC`].
+    Quarantine {
+        /// Byte position of the batch.
+        position: u64,
+    },
+}
+
+impl Repair {
+    /// Where to write and what.
+    pub fn write(&self) -> (u64, Vec<u8>) {
+        match self {
+            Repair::SetBaseOffset {
+                position,
+                base_offset,
+            } => (*position, (*base_offset as i64).to_be_bytes().to_vec()),
+            Repair::Quarantine { position } => (position + MAGIC_POSITION, vec![QUARANTINED_MAGIC]),
+        }
+    }
+}
+
+/// A quarantined byte range and the offsets it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// Byte range in the segment file.
+    pub bytes: std::ops::Range<u64>,
+    /// Offsets that range held (they stay taken: readers get `corrupt` for them).
+    pub offsets: std::ops::Range<u64>,
+}
+
+/// The result of a scan.
+#[derive(Debug, Clone)]
+pub struct ScanOutcome {
+    /// Segment state (indexes, sizes, offsets) of what is kept.
+    pub state: SegmentState,
+    /// Bytes of the file to keep; less than its length only for a torn write.
+    pub keep_len: u64,
+    /// Quarantined ranges, in file order.
+    pub damaged: Vec<DamagedRange>,
+    /// File changes to make, in file order.
+    pub repairs: Vec<Repair>,
+}
+
+/// Scans a segment file's `bytes` (base offset `base`) batch by batch with full validation.
+pub fn scan_segment(
+    bytes: &Bytes,
+    base: u64,
+    role: SegmentRole,
+    limits: ScanLimits,
+) -> ScanOutcome {
+    let mut scan = Scanner {
+        bytes,
+        base,
+        role,
+        limits,
+        outcome: ScanOutcome {
+            state: SegmentState {
+                next_offset: base,
+                ..SegmentState::default()
+            },
+            keep_len: bytes.len() as u64,
+            damaged: Vec::new(),
+            repairs: Vec::new(),
+        },
+    };
+    scan.run();
+    scan.outcome
+}
+
+struct Scanner<'a> {
+    bytes: &'a Bytes,
+    base: u64,
+    role: SegmentRole,
+    limits: ScanLimits,
+    outcome: ScanOutcome,
+}
+
+/// A batch header found while walking damaged bytes.
+struct Found {
+    position: u64,
+    header: BatchHeader,
+    sound: bool,
+}
+
+impl Scanner<'_> {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn run(&mut self) {
+        let mut position = 0u64;
+        while position < self.len() {
+            if let Some(batch) = self.placed_batch(position) {
+                self.add(&batch);
+                position += batch.len;
+                continue;
+            }
+            let start_offset = self.outcome.state.next_offset;
+            if let Some((resume, resume_offset)) = self.resync(position) {
+                self.quarantine(position..resume, start_offset..resume_offset);
+                position = resume;
+                continue;
+            }
+            let end = match self.role {
+                SegmentRole::Closed { next_base } => Some(next_base),
+                SegmentRole::ActiveAfterCleanStop { log_end } => log_end,
+                SegmentRole::ActiveAfterCrash => None,
+            };
+            match (self.role, end.filter(|end| *end >= start_offset)) {
+                (_, Some(end)) => self.quarantine(position..self.len(), start_offset..end),
+                // A closed segment is never cut: nothing in it can be a torn write.
+                (SegmentRole::Closed { .. }, None) => {
+                    self.quarantine(position..self.len(), start_offset..start_offset);
+                }
+                (_, None) => self.keep_sound_prefix_then_cut(position),
+            }
+            return;
+        }
+    }
+
+    /// The sound batch at `position` if it also fits where it is.
+    fn placed_batch(&self, position: u64) -> Option<AppendedBatch> {
+        let rest = self.bytes.slice(position as usize..);
+        let batch = RecordBatch::decode_first(&rest).ok()?;
+        let (first, last) = batch_offsets(batch.header());
+        let expected = self.outcome.state.next_offset;
+        let placed = match self.role {
+            SegmentRole::Closed { next_base } => first >= expected && last < next_base,
+            SegmentRole::ActiveAfterCleanStop { .. } | SegmentRole::ActiveAfterCrash => {
+                first == expected
+            }
+        };
+        let len = batch.len() as u64;
+        let fits = placed
+            && batch.header().base_offset >= 0
+            && last - self.base <= u64::from(u32::MAX)
+            && position + len <= self.limits.max_end_position;
+        fits.then_some(AppendedBatch {
+            position,
+            len,
+            base_offset: first,
+            last_offset: last,
+            max_timestamp: batch.header().max_timestamp,
+        })
+    }
+
+    fn add(&mut self, batch: &AppendedBatch) {
+        let state = &mut self.outcome.state;
+        let basis = state.roll_basis_ms.unwrap_or(batch.max_timestamp);
+        state.add_batch(self.base, batch, self.limits.index_interval_bytes, basis);
+    }
+
+    /// The next position after `damaged` where a sound batch starts whose offsets can follow
+    /// the damage: at or after the next expected offset, and at most one offset per skipped byte
+    /// beyond it (every record takes several bytes). Cheap on garbage: the magic byte and the
+    /// offset bound reject almost every position before a CRC is computed.
+    fn resync(&self, damaged: u64) -> Option<(u64, u64)> {
+        let expected = self.outcome.state.next_offset;
+        let bytes = self.bytes.as_ref();
+        let mut position = damaged + 1;
+        while position + super::batch::BATCH_HEADER_LEN as u64 <= self.len() {
+            let at = position as usize;
+            if bytes.get(at + MAGIC_POSITION as usize) == Some(&(MAGIC_V2 as u8))
+                && let Ok(header) = BatchHeader::parse(&bytes[at..])
+                && let Ok(base) = u64::try_from(header.base_offset)
+                && base >= expected
+                && base - expected <= position - damaged
+                && position + header.total_len() as u64 <= self.limits.max_end_position
+                && RecordBatch::decode_first(&self.bytes.slice(at..)).is_ok()
+            {
+                return Some((position, base));
+            }
+            position += 1;
+        }
+        None
+    }
+
+    /// Keeps `bytes` in place as damage that held `offsets`, repairing or disarming the sound
+    /// batches inside it whose base offset is wrong.
+    fn quarantine(&mut self, bytes: std::ops::Range<u64>, offsets: std::ops::Range<u64>) {
+        let chain = self.walk(bytes.clone());
+        let exact = chain
+            .last()
+            .is_some_and(|f| f.position + f.header.total_len() as u64 == bytes.end);
+        let spans: Option<u64> = chain.iter().map(|f| span(&f.header)).sum();
+        if exact && spans == Some(offsets.end - offsets.start) {
+            // The headers account for exactly the missing offsets: every base offset is known.
+            let mut next = offsets.start;
+            for found in &chain {
+                if found.header.base_offset != next as i64 {
+                    self.outcome.repairs.push(Repair::SetBaseOffset {
+                        position: found.position,
+                        base_offset: next,
+                    });
+                }
+                next += span(&found.header).unwrap_or(1);
+            }
+        } else {
+            let mut next = offsets.start;
+            for found in chain.iter().filter(|f| f.sound) {
+                let (base, last) = batch_offsets(&found.header);
+                if base >= next && last < offsets.end {
+                    next = last + 1;
+                } else {
+                    self.outcome.repairs.push(Repair::Quarantine {
+                        position: found.position,
+                    });
+                }
+            }
+        }
+        let state = &mut self.outcome.state;
+        state.add_damage(
+            bytes.start,
+            bytes.end - bytes.start,
+            offsets.end,
+            self.limits.index_interval_bytes,
+        );
+        self.outcome.damaged.push(DamagedRange { bytes, offsets });
+    }
+
+    /// Batch headers chained by their lengths from the start of `range`, as a reader walking
+    /// headers would meet them; stops at the first header that does not parse or fit.
+    fn walk(&self, range: std::ops::Range<u64>) -> Vec<Found> {
+        let mut found = Vec::new();
+        let mut position = range.start;
+        while position < range.end {
+            let rest = self.bytes.slice(position as usize..range.end as usize);
+            let Ok(header) = BatchHeader::parse(&rest) else {
+                break;
+            };
+            let len = header.total_len() as u64;
+            if len > rest.len() as u64 || header.last_offset_delta < 0 {
+                break;
+            }
+            let sound = RecordBatch::decode_first(&rest).is_ok();
+            found.push(Found {
+                position,
+                header,
+                sound,
+            });
+            position += len;
+        }
+        found
+    }
+
+    /// The end of the active segment after a crash (or after a clean stop whose metadata did not
+    /// record the log end): sound batches whose only fault is their base offset are kept with
+    /// the offsets that follow on (the active segment is contiguous); the log is cut at the
+    /// first batch that is not sound, which a torn write explains.
+    fn keep_sound_prefix_then_cut(&mut self, position: u64) {
+        let mut at = position;
+        for found in self.walk(position..self.len()) {
+            if !found.sound || found.position != at {
+                break;
+            }
+            let next = self.outcome.state.next_offset;
+            let Some(span) = span(&found.header) else {
+                break;
+            };
+            let len = found.header.total_len() as u64;
+            let fits = next + span - 1 - self.base <= u64::from(u32::MAX)
+                && at + len <= self.limits.max_end_position;
+            if !fits || !self.role.is_active() {
+                break;
+            }
+            if found.header.base_offset != next as i64 {
+                self.outcome.repairs.push(Repair::SetBaseOffset {
+                    position: at,
+                    base_offset: next,
+                });
+            }
+            let batch = AppendedBatch {
+                position: at,
+                len,
+                base_offset: next,
+                last_offset: next + span - 1,
+                max_timestamp: found.header.max_timestamp,
+            };
+            self.add(&batch);
+            at += len;
+        }
+        self.outcome.keep_len = at;
+    }
+}
+
+/// Offsets a batch occupies according to its header (`lastOffsetDelta + 1`); `None` for a
+/// negative delta, which no sound batch has.
+fn span(header: &BatchHeader) -> Option<u64> {
+    u64::try_from(header.last_offset_delta).ok().map(|d| d + 1)
+}
