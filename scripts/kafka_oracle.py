@@ -14,8 +14,9 @@ Commands:
                            Read {"batches":[{"base_offset":N, "records":[{"timestamp":..,
                            "key_b64":..,"value_b64":..,"headers":[[k, v_b64|null]]}]}]} (optional
                            per-batch: partition_leader_epoch, producer_id, producer_epoch,
-                           base_sequence, transactional) and write the batches built by
-                           kafka-python's DefaultRecordBatchBuilder (magic 2, no compression).
+                           base_sequence, transactional, compression = none|gzip|snappy|lz4|zstd)
+                           and write the batches built by kafka-python's
+                           DefaultRecordBatchBuilder (magic 2).
   version                  Print the kafka-python version.
 
 Exit status: 0 on success, 2 on usage errors or when kafka-python is missing, 1 when the input
@@ -99,6 +100,10 @@ def decode(path):
     sys.stdout.write("\n")
 
 
+# Kafka's codec ids (attributes bits 0-2).
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
 def encode(json_path, out_path):
     with open(json_path, "r", encoding="utf-8") as f:
         spec = json.load(f)
@@ -106,7 +111,7 @@ def encode(json_path, out_path):
     for batch in spec["batches"]:
         builder = DefaultRecordBatchBuilder(
             magic=2,
-            compression_type=0,
+            compression_type=CODECS[batch.get("compression", "none")],
             is_transactional=bool(batch.get("transactional", False)),
             producer_id=batch.get("producer_id", -1),
             producer_epoch=batch.get("producer_epoch", -1),

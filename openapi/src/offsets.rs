@@ -9,9 +9,12 @@ use utoipa::{IntoParams, ToSchema};
 #[into_params(parameter_in = Query)]
 pub struct OffsetsQuery {
     /// Look up the first offset whose record timestamp (milliseconds since the Unix epoch) is
-    /// at or after this; the answer is then a `TimestampOffset`. Absent: the answer is
-    /// `PartitionOffsets`.
+    /// at or after this; the answer is then a `TimestampOffset`. Kafka's special values work
+    /// too: `-1` the latest offset (the high watermark), `-2` the earliest, `-3` the record with
+    /// the largest timestamp (KIP-734). Absent: the answer is `PartitionOffsets`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = -3)]
+    #[schema(minimum = -3)]
     pub timestamp: Option<i64>,
 }
 
@@ -42,16 +45,22 @@ pub struct PartitionOffsets {
 /// The answer to a timestamp lookup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(examples(
-    json!({"timestamp": 1735689600000_i64, "offset": 877}),
-    json!({"timestamp": 1893456000000_i64, "offset": null})
+    json!({"timestamp": 1735689600000_i64, "offset": 877, "record_timestamp": 1735689600123_i64}),
+    json!({"timestamp": 1893456000000_i64, "offset": null, "record_timestamp": null})
 ))]
 pub struct TimestampOffset {
     /// The timestamp that was looked up, as given in the query.
     pub timestamp: i64,
-    /// The first offset whose record timestamp is at or after `timestamp`; `null` when no
-    /// record is that recent.
+    /// The first offset whose record timestamp is at or after `timestamp` (for `-3`: the
+    /// record with the largest timestamp; `-1`/`-2`: the latest/earliest offset); `null` when
+    /// no record is that recent.
     #[schema(required = true)]
     pub offset: Option<u64>,
+    /// The timestamp of the record found at `offset`; `null` when none was found, and for the
+    /// `-1`/`-2` lookups (which name a position, not a record).
+    #[serde(default)]
+    #[schema(required = true)]
+    pub record_timestamp: Option<i64>,
 }
 
 /// Response of the offsets endpoint: `PartitionOffsets`, or with `timestamp` a
@@ -76,10 +85,11 @@ mod tests {
         let answer = TimestampOffset {
             timestamp: 5,
             offset: None,
+            record_timestamp: None,
         };
         assert_eq!(
             serde_json::to_value(&answer).unwrap(),
-            json!({"timestamp": 5, "offset": null})
+            json!({"timestamp": 5, "offset": null, "record_timestamp": null})
         );
     }
 

@@ -11,6 +11,7 @@ mod errors;
 mod groups;
 mod idempotence;
 mod internal_topics;
+mod kafka_compat;
 mod produce_fetch;
 mod streaming;
 mod tiering;

@@ -4,13 +4,15 @@
 use axum::Json;
 use axum::extract::State;
 use strata_openapi::{
-    DeleteRecordsRequest, DeleteRecordsResponse, ErrorBody, OffsetsQuery, OffsetsResponse,
-    PartitionOffsets, TimestampOffset,
+    DeleteRecordsRequest, DeleteRecordsResponse, ErrorBody, ErrorCode, OffsetsQuery,
+    OffsetsResponse, PartitionOffsets, TimestampOffset,
 };
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::fetch::{FetchRequest, read_records};
+use crate::tiering::tiered_log::TieredLog;
 
 /// Offsets of a partition.
 ///
@@ -25,6 +27,8 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
             body = OffsetsResponse),
         (status = 400, description = "Bad path or query", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
+        (status = 422, description = "A negative timestamp other than -1, -2, -3", body = ErrorBody),
+        (status = 503, description = "Storage unavailable", body = ErrorBody),
     ))]
 pub async fn offsets(
     State(state): State<AppState>,
@@ -34,11 +38,9 @@ pub async fn offsets(
     let topic = state.topic(&topic)?;
     let log = state.tiered_log(&topic, partition).await?;
     if let Some(timestamp) = query.timestamp {
-        let offset = log.offset_for_timestamp(timestamp).await?;
-        return Ok(Json(OffsetsResponse::Timestamp(TimestampOffset {
-            timestamp,
-            offset,
-        })));
+        return Ok(Json(OffsetsResponse::Timestamp(
+            lookup(&log, partition, timestamp).await?,
+        )));
     }
     let offsets = log.offsets();
     let tiered = log.remote().map(|remote| {
@@ -54,6 +56,63 @@ pub async fn offsets(
         earliest_local: tiered.map(|(local, _)| local),
         latest_tiered: tiered.map(|(_, uploaded)| uploaded),
     })))
+}
+
+/// Kafka's ListOffsets special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+/// A timestamp lookup (or one of Kafka's special values), with the found record's timestamp.
+async fn lookup(
+    log: &TieredLog,
+    partition: u32,
+    timestamp: i64,
+) -> Result<TimestampOffset, ApiError> {
+    let offsets = log.offsets();
+    let position = |offset| TimestampOffset {
+        timestamp,
+        offset: Some(offset),
+        record_timestamp: None,
+    };
+    let found = match timestamp {
+        LATEST => return Ok(position(offsets.high_watermark)),
+        EARLIEST => return Ok(position(offsets.log_start_offset)),
+        MAX_TIMESTAMP => match log.max_timestamp() {
+            Some(max) => log.offset_for_timestamp(max).await?,
+            None => None,
+        },
+        t if t < 0 => {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                "timestamp must be >= 0, or -1 (latest), -2 (earliest) or -3 (max timestamp)",
+            ));
+        }
+        t => log.offset_for_timestamp(t).await?,
+    };
+    let record_timestamp = match found {
+        Some(offset) => {
+            let request = FetchRequest {
+                partition,
+                offset,
+                max_bytes: 1,
+                max_records: 1,
+                format: strata_openapi::ValueFormat::Base64,
+            };
+            read_records(log, &request)
+                .await?
+                .response
+                .records
+                .first()
+                .map(|r| r.timestamp)
+        }
+        None => None,
+    };
+    Ok(TimestampOffset {
+        timestamp,
+        offset: found,
+        record_timestamp,
+    })
 }
 
 /// Delete every record of a partition below an offset (Kafka's DeleteRecords), for example to

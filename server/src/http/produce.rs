@@ -25,10 +25,10 @@ use super::codec::to_new_record;
 use super::error::ApiError;
 use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
-use crate::log::batch::{BatchOptions, TimestampType, encode_batch};
+use crate::log::batch::{BatchHeader, BatchOptions, Compression, TimestampType, encode_batch};
 use crate::log::{Acks, BatchAck, NewRecord, Partition, RecordBatch};
 use crate::topics::catalog::Topic;
-use crate::topics::config::{MessageTimestampType, TopicConfig};
+use crate::topics::config::{CompressionType, MessageTimestampType, TopicConfig};
 use crate::topics::partitioner::{StickyPartitioner, partition_for_key};
 
 /// Media type of raw Kafka RecordBatch v2 bytes, as stored.
@@ -203,6 +203,12 @@ async fn produce_json(
     // Records per partition, remembering each one's index in the request.
     let mut groups: BTreeMap<u32, Vec<(usize, NewRecord)>> = BTreeMap::new();
     for (index, record) in request.records.iter().enumerate() {
+        if record.timestamp.is_some_and(|t| t < 0) {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                format!("records[{index}].timestamp must be >= 0 (ms since the Unix epoch)"),
+            ));
+        }
         let timestamp = match config.message_timestamp_type {
             MessageTimestampType::LogAppendTime => now,
             MessageTimestampType::CreateTime => record.timestamp.unwrap_or(now),
@@ -255,11 +261,16 @@ async fn produce_json(
     for ((partition, records), result) in groups.iter().zip(results) {
         let ack = result?;
         duplicate |= ack.duplicate;
-        for (position, (index, record)) in records.iter().enumerate() {
+        // A retry's answer carries what the first attempt stored, not the retry's timestamps.
+        let stored = match ack.duplicate {
+            true => stored_timestamps(topic, *partition, &ack).await?,
+            false => records.iter().map(|(_, r)| r.timestamp).collect(),
+        };
+        for (position, ((index, _), timestamp)) in records.iter().zip(stored).enumerate() {
             offsets[*index] = Some(RecordOffset {
                 partition: *partition,
                 offset: ack.base_offset + position as u64,
-                timestamp: record.timestamp,
+                timestamp,
             });
         }
     }
@@ -329,6 +340,7 @@ fn batch_options(
     };
     let mut options = BatchOptions {
         timestamp_type,
+        compression: topic_codec(config).unwrap_or(Compression::None),
         ..BatchOptions::default()
     };
     if let Some(producer) = producer {
@@ -371,6 +383,7 @@ async fn produce_raw(
             )
         };
         let batch = RecordBatch::decode_first(&body.slice(position..)).map_err(|e| bad(&e))?;
+        refuse_unsupported(batch.header(), position)?;
         batch.validate_for_append().map_err(|e| bad(&e))?;
         let header = batch.header();
         if header.producer_id >= 0 {
@@ -398,9 +411,26 @@ async fn produce_raw(
                     "compacted topics need keys",
                 ));
             }
+            if record.timestamp < 0 {
+                return Err(ApiError::new(
+                    ErrorCode::Invalid,
+                    format!(
+                        "record at offset delta {} has timestamp {}: timestamps must be >= 0",
+                        record.offset - batch.header().base_offset,
+                        record.timestamp
+                    ),
+                ));
+            }
             stamps.push(record.timestamp);
         }
         timestamps.push(stamps);
+    }
+    if let Some(codec) = topic_codec(&topic.config()) {
+        for batch in &mut batches {
+            *batch = batch.with_compression(codec).map_err(|e| {
+                ApiError::new(ErrorCode::BadRecordBatch, format!("cannot recompress: {e}"))
+            })?;
+        }
     }
     let acks = log
         .append_if(batches, acks(query.acks), query.expected_offset)
@@ -409,6 +439,10 @@ async fn produce_raw(
     let mut duplicate = false;
     for (ack, stamps) in acks.iter().zip(timestamps) {
         duplicate |= ack.duplicate;
+        let stamps = match ack.duplicate {
+            true => stored_timestamps(topic, partition, ack).await?,
+            false => stamps,
+        };
         for (i, timestamp) in stamps.into_iter().enumerate() {
             offsets.push(RecordOffset {
                 partition,
@@ -418,6 +452,56 @@ async fn produce_raw(
         }
     }
     Ok(ProduceResponse { offsets, duplicate })
+}
+
+/// The codec a topic stores batches with; `None` keeps the producer's.
+fn topic_codec(config: &TopicConfig) -> Option<Compression> {
+    match config.compression_type {
+        CompressionType::Producer => None,
+        CompressionType::Uncompressed => Some(Compression::None),
+        CompressionType::Gzip => Some(Compression::Gzip),
+        CompressionType::Snappy => Some(Compression::Snappy),
+        CompressionType::Lz4 => Some(Compression::Lz4),
+        CompressionType::Zstd => Some(Compression::Zstd),
+    }
+}
+
+/// 422 `unsupported_record_batch` for batch features Strata does not implement yet.
+fn refuse_unsupported(header: &BatchHeader, position: usize) -> Result<(), ApiError> {
+    let feature = if header.is_control() {
+        "control batches (transaction markers)"
+    } else if header.is_transactional() {
+        "transactional batches (Strata has no transactions yet)"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::new(
+        ErrorCode::UnsupportedRecordBatch,
+        format!("batch at byte {position}: {feature} are not supported"),
+    ))
+}
+
+/// Timestamps of the stored records of a batch the log already held (an idempotent retry).
+async fn stored_timestamps(
+    topic: &Topic,
+    partition: u32,
+    ack: &BatchAck,
+) -> Result<Vec<i64>, ApiError> {
+    let log = topic
+        .partition(partition)
+        .ok_or_else(|| partition_not_found(topic, partition))?;
+    let slice = log.read(ack.base_offset, 1).await?;
+    let mut stamps = Vec::new();
+    for batch in crate::log::Batches::new(slice.data) {
+        let batch = batch.map_err(|e| ApiError::internal(ErrorCode::Corrupt, &e))?;
+        for record in batch.records().flatten() {
+            let offset = u64::try_from(record.offset).unwrap_or(0);
+            if (ack.base_offset..=ack.last_offset).contains(&offset) {
+                stamps.push(record.timestamp);
+            }
+        }
+    }
+    Ok(stamps)
 }
 
 fn acks(param: AcksParam) -> Acks {

@@ -29,8 +29,8 @@
 //!
 //! Every decoder here reads untrusted bytes (from producers and from possibly corrupt files),
 //! so none of them panics: all reads are bounds-checked and all arithmetic on decoded values is
-//! checked. Only the `None` compression codec is supported; other codecs are reported as
-//! [`BatchError::UnsupportedCompression`] rather than silently mis-parsed.
+//! checked. Compressed batches (gzip, snappy, lz4, zstd; see `compression.rs`) keep their
+//! compressed bytes; decoding one decompresses its records section, bounded in size.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -84,9 +84,17 @@ pub enum BatchError {
     /// The stored CRC does not match the bytes it covers.
     #[error("the batch CRC is {stored:#010x} but the bytes it covers hash to {computed:#010x}")]
     CrcMismatch { stored: u32, computed: u32 },
-    /// The attributes name a compression codec other than none.
-    #[error("the batch uses compression codec {0}, but only uncompressed batches are supported")]
+    /// The attributes name a compression codec Kafka does not define (5-7).
+    #[error("the batch uses compression codec {0}, which Kafka does not define")]
     UnsupportedCompression(u8),
+    /// The records section does not decompress with the batch's codec.
+    #[error("the batch's {codec} records do not decompress: {reason}")]
+    Decompression {
+        /// The codec's name.
+        codec: &'static str,
+        /// What the decoder said.
+        reason: String,
+    },
     /// `recordCount` disagrees with the number of records actually present.
     #[error("the batch header declares {header} records but the batch contains {actual}")]
     RecordCountMismatch { header: i32, actual: i32 },
@@ -128,11 +136,7 @@ impl From<VarintError> for BatchError {
     }
 }
 
-/// Compression codec from attribute bits 0-2. Only `None` is supported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-}
+pub use super::compression::Compression;
 
 /// How record timestamps were assigned (attribute bit 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,13 +256,13 @@ impl BatchHeader {
             .saturating_add(i64::from(self.last_offset_delta))
     }
 
-    /// The compression codec from attribute bits 0-2; anything but none is an error.
+    /// The compression codec from attribute bits 0-2.
+    ///
+    /// # Errors
+    /// [`BatchError::UnsupportedCompression`] for ids Kafka does not define.
     pub fn compression(&self) -> Result<Compression, BatchError> {
         // The mask keeps the value in 0..=7, so the cast is lossless.
-        match (self.attributes & COMPRESSION_CODEC_MASK) as u8 {
-            0 => Ok(Compression::None),
-            codec => Err(BatchError::UnsupportedCompression(codec)),
-        }
+        Compression::from_id((self.attributes & COMPRESSION_CODEC_MASK) as u8)
     }
 
     /// The timestamp type from attribute bit 3.
@@ -323,6 +327,8 @@ pub struct BatchOptions {
     pub producer_epoch: i16,
     pub base_sequence: i32,
     pub transactional: bool,
+    /// Codec of the records section.
+    pub compression: Compression,
 }
 
 impl Default for BatchOptions {
@@ -337,6 +343,7 @@ impl Default for BatchOptions {
             producer_epoch: -1,
             base_sequence: -1,
             transactional: false,
+            compression: Compression::None,
         }
     }
 }
@@ -362,7 +369,8 @@ fn put_nullable(
     Ok(())
 }
 
-/// Encodes `records` as one uncompressed v2 batch, byte-for-byte as Kafka's producer would:
+/// Encodes `records` as one v2 batch (records compressed with `options.compression`),
+/// byte-for-byte as Kafka's producer would:
 /// offset deltas are `0..n-1`, timestamp deltas are relative to the first record's timestamp
 /// (so they may be negative), `maxTimestamp` is the largest record timestamp and
 /// `lastOffsetDelta` is `n-1`. Fails on an empty slice or when a size exceeds `i32`.
@@ -395,11 +403,12 @@ pub fn encode_batch(options: &BatchOptions, records: &[NewRecord]) -> Result<Byt
         encoded.extend_from_slice(&body);
     }
 
+    let encoded = super::compression::compress(options.compression, &encoded)?;
     let total = BATCH_HEADER_LEN
         .checked_add(encoded.len())
         .ok_or(BatchError::TooLarge { what: "batch" })?;
     let batch_length = len_i32(total.saturating_sub(LOG_OVERHEAD), "batch")?;
-    let mut attributes: i16 = 0; // compression none
+    let mut attributes = i16::from(options.compression.id());
     if options.timestamp_type == TimestampType::LogAppendTime {
         attributes |= TIMESTAMP_TYPE_MASK;
     }
@@ -628,10 +637,11 @@ struct RecordIter<'a> {
 }
 
 impl<'a> RecordIter<'a> {
+    /// Records of a records section (the batch after its header, decompressed).
     fn new(batch: &'a Bytes, header: &BatchHeader) -> Self {
         RecordIter {
             batch,
-            pos: BATCH_HEADER_LEN,
+            pos: 0,
             index: 0,
             ctx: RecordContext::new(header),
             failed: false,
@@ -667,6 +677,8 @@ impl Iterator for RecordIter<'_> {
 pub struct RecordBatch {
     header: BatchHeader,
     bytes: Bytes,
+    /// The records section: a slice of `bytes` after the header, or its decompressed form.
+    records: Bytes,
 }
 
 // A batch always has at least a 61-byte header, so an `is_empty` would always be false.
@@ -692,7 +704,7 @@ impl RecordBatch {
                 computed,
             });
         }
-        header.compression()?;
+        let codec = header.compression()?;
         if header.last_offset_delta < 0 {
             return Err(BatchError::BadHeader {
                 reason: "the last offset delta is negative",
@@ -708,10 +720,15 @@ impl RecordBatch {
             });
         }
 
+        let body = bytes.slice(BATCH_HEADER_LEN..);
+        let records = match codec {
+            Compression::None => body,
+            codec => Bytes::from(super::compression::decompress(codec, &body)?),
+        };
         let mut count: i32 = 0;
         let mut previous: Option<i64> = None;
         let last_offset = header.last_offset();
-        for (index, record) in RecordIter::new(&bytes, &header).enumerate() {
+        for (index, record) in RecordIter::new(&records, &header).enumerate() {
             let record = record?;
             let index = i32::try_from(index).unwrap_or(i32::MAX);
             let bad = |reason| BatchError::BadRecord { index, reason };
@@ -737,7 +754,11 @@ impl RecordBatch {
                 actual: count,
             });
         }
-        Ok(RecordBatch { header, bytes })
+        Ok(RecordBatch {
+            header,
+            bytes,
+            records,
+        })
     }
 
     /// Like [`RecordBatch::decode_first`] but requires `buf` to be exactly one batch.
@@ -814,10 +835,10 @@ impl RecordBatch {
         let ctx = RecordContext::new(&self.header);
         let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
         let mut total = 0usize;
-        let mut position = BATCH_HEADER_LEN;
+        let mut position = 0;
         let mut index: i32 = 0;
-        while position < self.bytes.len() {
-            let (record, end) = parse_record(&self.bytes, position, index, &ctx)?;
+        while position < self.records.len() {
+            let (record, end) = parse_record(&self.records, position, index, &ctx)?;
             if keep(&record) {
                 kept.push(position..end);
             }
@@ -832,11 +853,15 @@ impl RecordBatch {
             return Ok(Some(self.bytes.clone()));
         }
         let body_len: usize = kept.iter().map(|r| r.len()).sum();
-        let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + body_len);
-        out.extend_from_slice(self.bytes.get(..BATCH_HEADER_LEN).unwrap_or_default());
+        let mut body = Vec::with_capacity(body_len);
         for range in &kept {
-            out.extend_from_slice(self.bytes.get(range.clone()).unwrap_or_default());
+            body.extend_from_slice(self.records.get(range.clone()).unwrap_or_default());
         }
+        // A compressed batch stays compressed with its codec.
+        let body = super::compression::compress(self.header.compression()?, &body)?;
+        let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + body.len());
+        out.extend_from_slice(self.bytes.get(..BATCH_HEADER_LEN).unwrap_or_default());
+        out.extend_from_slice(&body);
         let batch_length = len_i32(out.len() - LOG_OVERHEAD, "batch")?;
         write_at(&mut out, LENGTH_OFFSET, &batch_length.to_be_bytes())?;
         let count = len_i32(kept.len(), "record count")?;
@@ -846,11 +871,40 @@ impl RecordBatch {
         Ok(Some(out.freeze()))
     }
 
+    /// The same batch stored with `codec`: the records section recompressed, every header
+    /// field kept but the codec bits, the length and the CRC (a broker does this for a topic
+    /// whose `compression.type` is not `producer`). The batch itself when it already uses it.
+    ///
+    /// # Errors
+    /// When the encoder fails or the batch would not fit its 32-bit length.
+    pub fn with_compression(&self, codec: Compression) -> Result<RecordBatch, BatchError> {
+        if self.header.compression()? == codec {
+            return Ok(self.clone());
+        }
+        let body = super::compression::compress(codec, &self.records)?;
+        let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + body.len());
+        out.extend_from_slice(self.bytes.get(..BATCH_HEADER_LEN).unwrap_or_default());
+        out.extend_from_slice(&body);
+        let attributes = (self.header.attributes & !COMPRESSION_CODEC_MASK) | i16::from(codec.id());
+        write_at(&mut out, ATTRIBUTES_OFFSET, &attributes.to_be_bytes())?;
+        let batch_length = len_i32(out.len() - LOG_OVERHEAD, "batch")?;
+        write_at(&mut out, LENGTH_OFFSET, &batch_length.to_be_bytes())?;
+        let crc = compute_crc(&out);
+        write_at(&mut out, CRC_OFFSET, &crc.to_be_bytes())?;
+        let bytes = out.freeze();
+        let header = BatchHeader::parse(&bytes)?;
+        Ok(RecordBatch {
+            header,
+            bytes,
+            records: self.records.clone(),
+        })
+    }
+
     /// The records with absolute offsets and timestamps (`first_timestamp + delta`, or
     /// `max_timestamp` for LogAppendTime batches, as Kafka does). A validated batch never
     /// yields an `Err`; the `Result` keeps the signature honest and panic-free.
     pub fn records(&self) -> impl Iterator<Item = Result<Record, BatchError>> + '_ {
-        RecordIter::new(&self.bytes, &self.header)
+        RecordIter::new(&self.records, &self.header)
     }
 }
 
@@ -1165,11 +1219,50 @@ mod tests {
     }
 
     #[test]
-    fn compression_is_unsupported() {
-        for codec in 1..=7i16 {
+    fn undefined_codecs_and_records_that_are_not_compressed_as_announced_are_errors() {
+        for codec in 5..=7i16 {
             let buf = assemble(0, codec, 0, 1, &raw_record(0, 0, b"a"));
             let err = RecordBatch::decode_exact(Bytes::from(buf)).unwrap_err();
             assert_eq!(err, BatchError::UnsupportedCompression(codec as u8));
+        }
+        for codec in 1..=4i16 {
+            let buf = assemble(0, codec, 0, 1, &raw_record(0, 0, b"a"));
+            let err = RecordBatch::decode_exact(Bytes::from(buf)).unwrap_err();
+            assert!(matches!(err, BatchError::Decompression { .. }), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn compressed_batches_keep_their_bytes_and_decode_their_records() {
+        let records: Vec<NewRecord> = (0..50)
+            .map(|i| record(i, Some(b"key"), Some(&b"a repetitive value "[..])))
+            .collect();
+        for id in 1..=4u8 {
+            let options = BatchOptions {
+                compression: Compression::from_id(id).unwrap(),
+                ..BatchOptions::default()
+            };
+            let bytes = encode_batch(&options, &records).unwrap();
+            let plain = encode_batch(&BatchOptions::default(), &records).unwrap();
+            assert!(bytes.len() < plain.len(), "codec {id} compresses");
+            let batch = RecordBatch::decode_exact(bytes.clone()).unwrap();
+            assert_eq!(batch.bytes(), &bytes, "stored as sent");
+            assert_eq!(batch.header().compression().unwrap().id(), id);
+            let values: Vec<_> = batch.records().map(|r| r.unwrap().value).collect();
+            assert_eq!(values.len(), 50);
+            assert!(
+                values
+                    .iter()
+                    .all(|v| v.as_deref() == Some(&b"a repetitive value "[..]))
+            );
+            // Compaction keeps the codec.
+            let kept = batch
+                .retain_records(|r| r.offset % 2 == 0)
+                .unwrap()
+                .unwrap();
+            let kept = RecordBatch::decode_exact(kept).unwrap();
+            assert_eq!(kept.header().compression().unwrap().id(), id);
+            assert_eq!(kept.records().count(), 25);
         }
     }
 
@@ -1340,6 +1433,7 @@ mod tests {
             any::<i16>(),
             any::<i32>(),
             any::<bool>(),
+            0u8..5,
         )
             .prop_map(
                 |(
@@ -1350,6 +1444,7 @@ mod tests {
                     producer_epoch,
                     base_sequence,
                     transactional,
+                    codec,
                 )| {
                     BatchOptions {
                         base_offset,
@@ -1363,6 +1458,7 @@ mod tests {
                         producer_epoch,
                         base_sequence,
                         transactional,
+                        compression: Compression::from_id(codec).unwrap(),
                     }
                 },
             )

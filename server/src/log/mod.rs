@@ -2,7 +2,7 @@
 //! log with group commit, and crash recovery. No HTTP and no object storage in here: the HTTP
 //! layer and the tiering glue call into this module, never the other way round.
 //!
-//! # On-disk format (version 1)
+//! # On-disk format (version 2)
 //!
 //! A partition is a directory:
 //!
@@ -24,7 +24,7 @@
 //! | 4     | partitionLeaderEpoch   |                                                         |
 //! | 1     | magic                  | always 2                                                |
 //! | 4     | crc                    | CRC-32C of everything from `attributes` to the end      |
-//! | 2     | attributes             | bits 0-2 compression (only 0 = none accepted), bit 3 timestamp type, bit 4 transactional, bit 5 control |
+//! | 2     | attributes             | bits 0-2 compression (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; see `compression.rs`), bit 3 timestamp type, bit 4 transactional, bit 5 control |
 //! | 4     | lastOffsetDelta        |                                                         |
 //! | 8     | baseTimestamp          | first record's timestamp (ms)                           |
 //! | 8     | maxTimestamp           |                                                         |
@@ -33,6 +33,9 @@
 //! | 4     | baseSequence           |                                                         |
 //! | 4     | recordCount            |                                                         |
 //! | ...   | records                | `recordCount` v2 records                                |
+//!
+//! In a compressed batch the records section (everything after `recordCount`) is stored
+//! compressed as the producer sent it; the CRC covers the compressed bytes.
 //!
 //! **Record** (v2): varint length, int8 attributes, varlong timestampDelta, varint offsetDelta,
 //! varint keyLength (-1 = null) + key, varint valueLength (-1 = null) + value, varint header
@@ -45,8 +48,12 @@
 //! **`.timeindex`**: 12-byte entries, `i64` largest record timestamp in the segment up to that
 //! batch, `u32` relative base offset of the batch; written next to offset-index entries.
 //!
-//! **`partition.json`**: `{"version": 1, "log_start_offset": u64, "recovery_point": u64,
-//! "clean_shutdown": bool}`.
+//! **`partition.json`**: `{"version": 2, "log_start_offset": u64, "recovery_point": u64,
+//! "clean_shutdown": bool, "log_end_offset": u64}`; `log_end_offset` is written by an orderly
+//! close only (ADR 0005); version 1 files (without it) are still read.
+//!
+//! A batch whose magic byte is `0xfe` was quarantined by recovery: its base offset could not
+//! be trusted, so no reader decodes it (ADR 0005).
 //!
 //! Offsets inside a segment are `u32` relative offsets and positions, so a segment never grows
 //! beyond `2^31 - 1` bytes plus one batch, and the writer rolls before a relative offset would
@@ -54,6 +61,7 @@
 
 pub mod batch;
 pub mod compaction;
+pub mod compression;
 pub mod config;
 pub mod meta;
 pub mod offset_index;

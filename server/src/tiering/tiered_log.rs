@@ -123,6 +123,27 @@ impl TieredLog {
         Ok(slice)
     }
 
+    /// The largest record timestamp in the readable log (local and remote), `None` when empty.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        let local = self
+            .local
+            .segments()
+            .iter()
+            .filter(|s| s.durable_size > 0)
+            .filter_map(|s| s.max_timestamp)
+            .max();
+        let remote = self.remote().and_then(|remote| {
+            let manifest = remote.manifest();
+            manifest
+                .segments
+                .iter()
+                .filter(|s| s.last_offset >= manifest.log_start_offset)
+                .map(|s| s.max_timestamp)
+                .max()
+        });
+        local.max(remote)
+    }
+
     /// The first offset with a timestamp at or after `timestamp`, searching the bucket first
     /// when the timestamp is older than the local data.
     ///

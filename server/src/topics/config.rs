@@ -126,6 +126,54 @@ impl fmt::Display for MessageTimestampType {
     }
 }
 
+/// Kafka's `compression.type`: the codec a topic stores batches with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionType {
+    /// Keep the producer's codec: raw batches are stored as sent; JSON produce is stored
+    /// uncompressed (Kafka's default).
+    #[default]
+    Producer,
+    /// Store records uncompressed.
+    Uncompressed,
+    /// gzip.
+    Gzip,
+    /// Snappy.
+    Snappy,
+    /// LZ4.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+}
+
+impl CompressionType {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Producer => "producer",
+            Self::Uncompressed => "uncompressed",
+            Self::Gzip => "gzip",
+            Self::Snappy => "snappy",
+            Self::Lz4 => "lz4",
+            Self::Zstd => "zstd",
+        }
+    }
+
+    /// Parses the config value (as Kafka spells it).
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Producer,
+            Self::Uncompressed,
+            Self::Gzip,
+            Self::Snappy,
+            Self::Lz4,
+            Self::Zstd,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
+    }
+}
+
 /// One rejected config key and why, so an API error can point at the exact key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{key}: {message}")]
@@ -200,6 +248,8 @@ pub struct TopicConfig {
     pub remote_object_lock_mode: ObjectLockMode,
     /// Days uploaded objects are locked against deletion; 0 = no lock.
     pub remote_object_lock_days: i64,
+    /// The codec stored batches use; `producer` keeps what was sent.
+    pub compression_type: CompressionType,
 }
 
 /// S3 Object Lock retention mode of uploaded objects.
@@ -244,6 +294,7 @@ impl Default for TopicConfig {
             remote_upload_idle_ms: 600_000,
             remote_object_lock_mode: ObjectLockMode::Governance,
             remote_object_lock_days: 0,
+            compression_type: CompressionType::Producer,
         }
     }
 }
@@ -293,10 +344,12 @@ const TIMESTAMP_TYPE_MESSAGE: &str = r#"must be "CreateTime" or "LogAppendTime""
 const BOOL_MESSAGE: &str = "must be a boolean (true or false)";
 const RATIO_MESSAGE: &str = "must be a number between 0 and 1";
 const LOCK_MODE_MESSAGE: &str = r#"must be "governance" or "compliance""#;
+const COMPRESSION_MESSAGE: &str =
+    r#"must be one of "producer", "uncompressed", "gzip", "snappy", "lz4", "zstd""#;
 
 impl TopicConfig {
     /// Every config key, in declaration order: what `to_map` returns and `apply` accepts.
-    pub const KEYS: [&'static str; 18] = [
+    pub const KEYS: [&'static str; 19] = [
         "retention_ms",
         "retention_bytes",
         "segment_bytes",
@@ -315,6 +368,7 @@ impl TopicConfig {
         "remote_upload_idle_ms",
         "remote_object_lock_mode",
         "remote_object_lock_days",
+        "compression_type",
     ];
 
     /// Applies a set of updates from the API, all or nothing.
@@ -367,6 +421,10 @@ impl TopicConfig {
         map.insert(
             "message_timestamp_type".to_string(),
             Value::from(self.message_timestamp_type.as_str()),
+        );
+        map.insert(
+            "compression_type".to_string(),
+            Value::from(self.compression_type.as_str()),
         );
         map.insert(
             "remote_storage_enable".to_string(),
@@ -458,6 +516,12 @@ impl TopicConfig {
                     .as_str()
                     .and_then(MessageTimestampType::parse)
                     .ok_or(TIMESTAMP_TYPE_MESSAGE)?;
+            }
+            "compression_type" => {
+                self.compression_type = value
+                    .as_str()
+                    .and_then(CompressionType::parse)
+                    .ok_or(COMPRESSION_MESSAGE)?;
             }
             "remote_storage_enable" => {
                 self.remote_storage_enable = parse_bool(value).ok_or(BOOL_MESSAGE)?;
@@ -585,7 +649,12 @@ fn unknown_key_message(key: &str) -> String {
 /// An integer from a JSON integer or a decimal string (Kafka tools send strings).
 fn parse_int(value: &Value) -> Option<i64> {
     match value {
-        Value::Number(n) => n.as_i64(),
+        // JSON has one number type: 5.0 is the integer 5 (as JSON Schema's `integer` says).
+        Value::Number(n) => n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .map(|f| f as i64)
+        }),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -1069,6 +1138,7 @@ mod tests {
             remote_upload_idle_ms: 1_000,
             remote_object_lock_mode: ObjectLockMode::Compliance,
             remote_object_lock_days: 30,
+            compression_type: CompressionType::Zstd,
         }
     }
 
@@ -1238,6 +1308,11 @@ mod tests {
                             ObjectLockMode::Governance
                         },
                         remote_object_lock_days: iib % 36_500,
+                        compression_type: if lat {
+                            CompressionType::Lz4
+                        } else {
+                            CompressionType::Producer
+                        },
                     }
                 },
             )
