@@ -79,7 +79,7 @@ start_server() {
     --fetch-max-wait-ms 200 >"$work/server.out" 2>"$work/server.log" &
   server_pid=$!
   for _ in $(seq 1 100); do
-    base=$(grep -o 'http://[0-9.:]*' "$work/server.out" 2>/dev/null | head -n1 || true)
+    base=$(grep -o 'listening on http://[0-9.:]*' "$work/server.out" 2>/dev/null | head -n1 | sed 's/^listening on //' || true)
     if [ -n "$base" ]; then
       return 0
     fi

@@ -18,12 +18,17 @@ pub struct Health {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(examples(
     json!({"ready": true, "status": "ready"}),
-    json!({"ready": false, "status": "recovering"})
+    json!({"ready": false, "status": "recovering", "reason": "recovering partitions: opening topics"}),
+    json!({"ready": false, "status": "disk_full", "reason": "the data disk is full: appends fail until space is freed"})
 ))]
 pub struct Readiness {
-    /// True once recovery has finished and until shutdown begins; the status code is 200 when
-    /// true and 503 when false.
+    /// True once recovery has finished, while the data disk has room, and until shutdown
+    /// begins; the status code is 200 when true and 503 when false.
     pub ready: bool,
-    /// The reason in one word, such as `ready`, `recovering` or `shutting_down`.
+    /// The state in one word: `ready`, `recovering`, `restoring`, `disk_full` or
+    /// `shutting_down`.
     pub status: String,
+    /// What is going on, for people, when not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

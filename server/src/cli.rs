@@ -12,7 +12,7 @@ use crate::log::RecordBatch;
 
 /// Strata: a Kafka-style log service over HTTP.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(name = "strata", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -147,14 +147,18 @@ fn serve(args: &ConfigArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let address = listener.local_addr()?;
-        // The harness and operators read this line to learn the bound port.
-        println!(
-            "strata listening on http://{address} (data in {})",
-            config.data_dir.display()
-        );
+        let data_dir = config.data_dir.display().to_string();
         use std::io::Write;
+        // The port answers /healthz and /readyz from here on; the API once recovery is done.
+        println!("strata bound http://{address}: recovering (data in {data_dir})");
         std::io::stdout().flush()?;
-        crate::run(config, listener, shutdown_signal()).await?;
+        let mut hooks = crate::server::StartHooks::new();
+        hooks.on_ready = Some(Box::new(move |address| {
+            // The harness and operators read this line to learn the bound port.
+            println!("strata listening on http://{address} (data in {data_dir})");
+            let _ = std::io::stdout().flush();
+        }));
+        crate::server::run_with(config, listener, shutdown_signal(), hooks).await?;
         Ok(())
     })
 }

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod log;
 pub mod producers;
 pub mod server;
+pub mod status;
 pub mod tiering;
 pub mod topics;
 

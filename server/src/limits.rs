@@ -40,3 +40,12 @@ pub const MAX_RECORDS_PER_REQUEST: usize = 10_000;
 const _: () = assert!(FETCH_DEFAULT_MAX_BYTES <= FETCH_MAX_BYTES);
 const _: () = assert!(FETCH_MAX_BYTES <= FETCH_MAX_BYTES_LIMIT);
 const _: () = assert!(MAX_REQUEST_BYTES <= MAX_REQUEST_BYTES_LIMIT);
+
+/// Free space on the data disk above which a disk that was full counts as usable again: one
+/// largest default batch (`max_message_bytes`, about 1 MiB) fits.
+pub const DISK_FULL_CLEAR_BYTES: u64 = 1 << 20;
+/// `Retry-After` seconds of a `disk_full` answer: freeing space takes an operator or a
+/// retention pass, not milliseconds.
+pub const DISK_FULL_RETRY_AFTER_S: u64 = 10;
+/// `Retry-After` seconds of other retryable answers (busy, unavailable, ...).
+pub const RETRY_AFTER_S: u64 = 1;

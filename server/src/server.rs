@@ -1,12 +1,16 @@
-//! Starting and stopping the whole server: open the data directory (recovery happens here), serve
-//! HTTP until told to stop, then drain: stop accepting, let in-flight requests finish (long polls
-//! and SSE streams end at once), flush every partition and mark the shutdown clean.
+//! Starting and stopping the whole server: bind first (health endpoints answer while the data
+//! directory recovers), open the data directory (recovery and restore happen here), serve HTTP
+//! until told to stop, then drain: stop accepting, let in-flight requests finish (long polls and
+//! SSE streams end at once), flush every partition and mark the shutdown clean.
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::IntoFuture;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use axum::Router;
 
 use serde_json::Value;
 use thiserror::Error;
@@ -21,6 +25,7 @@ use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
 use crate::log::compaction::throttle::Throttle;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
+use crate::status::ServerStatus;
 use crate::tiering::Tiering;
 use crate::topics::catalog::{Catalog, CatalogError};
 
@@ -57,7 +62,7 @@ pub enum StartError {
 }
 
 /// Opens everything the API serves from `config.data_dir` (recovery happens here): disk I/O,
-/// topics, producer ids, consumer-group offsets and membership.
+/// topics, producer ids, consumer-group offsets and membership. `status` follows the steps.
 ///
 /// # Errors
 /// See [`StartError`].
@@ -65,14 +70,18 @@ pub async fn build_state(
     config: Config,
     clock: Arc<dyn Clock>,
     shutdown: watch::Receiver<bool>,
+    status: Arc<ServerStatus>,
 ) -> Result<AppState, StartError> {
     let data_dir = config.data_dir.clone();
     std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
         path: data_dir.clone(),
         source,
     })?;
+    raise_open_file_limit();
     let (io, probe) = Io::start(config.io_backend, &data_dir)?;
     tracing::info!(backend = %probe.backend, reason = %probe.reason, "disk I/O backend");
+    status.watch_disk(Arc::clone(io.stats()), data_dir.clone());
+    status.starting("recovering", "recovering partitions: opening topics");
     let catalog = Arc::new(
         Catalog::open(
             &data_dir,
@@ -81,6 +90,10 @@ pub async fn build_state(
             config.max_partitions_per_topic,
         )
         .await?,
+    );
+    status.starting(
+        "restoring",
+        "opening tiered storage and restoring topics from it",
     );
     let tiering = Tiering::open(config.tiering_settings(), &data_dir, Arc::clone(&clock))
         .await
@@ -92,6 +105,10 @@ pub async fn build_state(
     if !restored.topics.is_empty() {
         tracing::info!(topics = ?restored.topics, "restored topics from tiered storage");
     }
+    status.starting(
+        "recovering",
+        "loading producer ids and consumer-group offsets",
+    );
     let producers = Arc::new(ProducerRegistry::open(&data_dir, io.clone())?);
     let offsets_topic = match catalog.get(OFFSETS_TOPIC) {
         Some(topic) => topic,
@@ -119,8 +136,52 @@ pub async fn build_state(
         clock,
         io_backend: probe.backend.to_string(),
         shutdown,
-        ready: Arc::new(AtomicBool::new(true)),
+        status,
     })
+}
+
+/// Raises the soft open-file limit to the hard one: every partition holds three files and
+/// every connection a socket, and the default soft limit (often 1,024) runs out long before
+/// the hard one. The limit is logged, since running out shows as `too_many_open_files`.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(limit, "open-file limit (soft, raised to the hard limit)"),
+        Err(error) => tracing::warn!(%error, "could not raise the open-file limit"),
+    }
+}
+
+/// Hooks of a server start, for the command line and tests.
+pub struct StartHooks {
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Called once recovery and restore have finished and the API serves: the command line
+    /// prints its "listening" line here.
+    pub on_ready: Option<Box<dyn FnOnce(std::net::SocketAddr) + Send>>,
+    /// Awaited before recovery starts, while only the health endpoints answer: tests use it to
+    /// observe the server while it is starting.
+    pub before_recovery: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+impl StartHooks {
+    /// No hooks, the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// No hooks, this clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            on_ready: None,
+            before_recovery: None,
+        }
+    }
+}
+
+impl Default for StartHooks {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Runs the server on `listener` until `shutdown` completes.
@@ -132,7 +193,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
-    run_with_clock(config, listener, shutdown, Arc::new(SystemClock)).await
+    run_with(config, listener, shutdown, StartHooks::new()).await
 }
 
 /// [`run`] with an injected clock (tests drive time with `ManualClock`).
@@ -145,11 +206,66 @@ pub async fn run_with_clock(
     shutdown: impl Future<Output = ()> + Send + 'static,
     clock: Arc<dyn Clock>,
 ) -> Result<(), StartError> {
+    run_with(config, listener, shutdown, StartHooks::with_clock(clock)).await
+}
+
+/// [`run`] with hooks. The listener serves from the start: `/healthz` and `/readyz` answer
+/// during recovery (readiness 503 with the step), every other route 503 `unavailable`.
+///
+/// # Errors
+/// See [`StartError`].
+pub async fn run_with(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    hooks: StartHooks,
+) -> Result<(), StartError> {
     let (stop_sender, stop_receiver) = watch::channel(false);
     let timeout = Duration::from_millis(config.shutdown_timeout_ms);
-    let state = build_state(config, clock, stop_receiver).await?;
+    let address = listener.local_addr().map_err(StartError::Serve)?;
+    let status = Arc::new(ServerStatus::new());
+    let api: Arc<OnceLock<Router>> = Arc::new(OnceLock::new());
+    let front = crate::http::front_door(Arc::clone(&status), Arc::clone(&api));
+    {
+        let (status, stopping) = (Arc::clone(&status), stop_sender.clone());
+        tokio::spawn(async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining requests");
+            status.set_shutting_down();
+            let _ = stopping.send(true);
+        });
+    }
+    let mut stopped = stop_receiver.clone();
+    let serve = axum::serve(listener, front)
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .into_future();
+    let mut server = tokio::spawn(serve);
+    if let Some(gate) = hooks.before_recovery {
+        gate.await;
+    }
+    let mut stop_early = stop_receiver.clone();
+    let built = tokio::select! {
+        built = build_state(config, hooks.clock, stop_receiver.clone(), Arc::clone(&status)) => {
+            Some(built)
+        }
+        _ = stop_early.wait_for(|stop| *stop) => None,
+    };
+    let Some(built) = built else {
+        // Stopped while recovering: nothing was acknowledged yet; the next start recovers.
+        let _ = (&mut server).await;
+        return Ok(());
+    };
+    let state = match built {
+        Ok(state) => state,
+        Err(error) => {
+            let _ = stop_sender.send(true);
+            let _ = server.await;
+            return Err(error);
+        }
+    };
     let catalog = Arc::clone(&state.catalog);
-    let ready = Arc::clone(&state.ready);
     let expiry = tokio::spawn(expire_members(state.clone()));
     let cleaner = tokio::spawn(crate::cleaner::run(
         Arc::clone(&state.catalog),
@@ -161,21 +277,21 @@ pub async fn run_with_clock(
         Arc::clone(&state.tiering),
         Arc::clone(&state.catalog),
     ));
-    let app = router(state);
-    let stopping = stop_sender.clone();
-    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down: draining requests");
-        ready.store(false, Ordering::SeqCst);
-        let _ = stopping.send(true);
-    });
-    let mut stopped = stop_sender.subscribe();
+    let _ = api.set(router(state));
+    status.set_ready();
+    if let Some(on_ready) = hooks.on_ready {
+        on_ready(address);
+    }
+    let mut stopping = stop_sender.subscribe();
     let drained = async {
-        let _ = stopped.wait_for(|stop| *stop).await;
+        let _ = stopping.wait_for(|stop| *stop).await;
         tokio::time::sleep(timeout).await;
     };
     let result = tokio::select! {
-        result = serve => result.map_err(StartError::Serve),
+        result = &mut server => match result {
+            Ok(result) => result.map_err(StartError::Serve),
+            Err(_) => Ok(()),
+        },
         () = drained => {
             tracing::warn!("in-flight requests did not finish within shutdown_timeout_ms");
             Ok(())
@@ -201,5 +317,21 @@ async fn expire_members(state: AppState) {
         state
             .coordinator
             .expire(|topics| crate::http::groups::existing_counts(&state, topics));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+        let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+        rlimit::setrlimit(rlimit::Resource::NOFILE, 256.min(hard), hard).unwrap();
+        raise_open_file_limit();
+        let (soft, after_hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+        assert_eq!(after_hard, hard);
+        // Linux caps RLIMIT_NOFILE at fs.nr_open even when the hard limit is infinite.
+        assert!(soft > 256 || hard <= 256, "soft {soft}, hard {hard}");
     }
 }

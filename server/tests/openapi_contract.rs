@@ -130,7 +130,8 @@ async fn test_app() -> (tempfile::TempDir, axum::Router) {
         ..Config::default()
     };
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let state = build_state(config, Arc::new(SystemClock), shutdown)
+    let status = Arc::new(strata_server::status::ServerStatus::new());
+    let state = build_state(config, Arc::new(SystemClock), shutdown, status)
         .await
         .expect("state");
     (dir, router(state))

@@ -69,12 +69,18 @@ fn a_server_under_the_filter_serves_produce_and_fetch_on_the_fallback() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut child = deny_io_uring(&mut command).spawn().unwrap();
+    // The first line says the port is bound; the "listening" line comes once it is ready.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    while !line.contains("listening on http://") {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "no listening line"
+        );
+    }
     let address = line
-        .split("http://")
+        .split("listening on http://")
         .nth(1)
         .unwrap()
         .split_whitespace()

@@ -9,6 +9,7 @@ mod corruption;
 mod crash;
 mod errors;
 mod groups;
+mod health;
 mod idempotence;
 mod internal_topics;
 mod kafka_compat;

@@ -297,7 +297,10 @@ async fn fetch_and_offsets_by_timestamp_find_the_first_record_at_or_after_it() {
     let at = api
         .get_json("/v1/topics/ts/partitions/0/offsets?timestamp=2500")
         .await;
-    assert_eq!(at, json!({"timestamp": 2500, "offset": 2}));
+    assert_eq!(
+        at,
+        json!({"timestamp": 2500, "offset": 2, "record_timestamp": 3000})
+    );
     let at = api
         .get_json("/v1/topics/ts/partitions/0/offsets?timestamp=1000")
         .await;
@@ -305,7 +308,10 @@ async fn fetch_and_offsets_by_timestamp_find_the_first_record_at_or_after_it() {
     let at = api
         .get_json("/v1/topics/ts/partitions/0/offsets?timestamp=5000")
         .await;
-    assert_eq!(at, json!({"timestamp": 5000, "offset": null}));
+    assert_eq!(
+        at,
+        json!({"timestamp": 5000, "offset": null, "record_timestamp": null})
+    );
 }
 
 #[tokio::test]

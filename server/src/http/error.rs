@@ -52,6 +52,10 @@ impl ApiError {
         let message = match code {
             ErrorCode::StorageUnavailable => "storage is unavailable; retry later",
             ErrorCode::Corrupt => "stored data failed validation",
+            ErrorCode::DiskFull => "the data disk is full; nothing was stored; retry later",
+            ErrorCode::TooManyOpenFiles => {
+                "the server reached its open-file limit; nothing was stored; retry later"
+            }
             _ => "internal error",
         };
         Self::new(code, message)
@@ -77,7 +81,31 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.body.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.body)).into_response()
+        let code = self.body.error.code;
+        let mut response = (status, axum::Json(self.body)).into_response();
+        // Retryable answers say when: a full disk needs an operator or a retention pass.
+        let retry_after = match code {
+            ErrorCode::DiskFull => Some(crate::limits::DISK_FULL_RETRY_AFTER_S),
+            code if code.is_retryable() => Some(crate::limits::RETRY_AFTER_S),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
+    }
+}
+
+/// The code of a failed disk operation: a full disk and the open-file limit are named as such
+/// (clients and operators act differently on them), anything else is storage unavailable.
+pub fn io_error_code(error: &crate::io::IoError) -> ErrorCode {
+    match error.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::DiskFull,
+        Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorCode::TooManyOpenFiles,
+        _ => ErrorCode::StorageUnavailable,
     }
 }
 
@@ -96,9 +124,19 @@ impl From<CatalogError> for ApiError {
             }
             CatalogError::NotFound(_) => ApiError::new(ErrorCode::TopicNotFound, error.to_string()),
             CatalogError::Internal(_) => ApiError::new(ErrorCode::InternalTopic, error.to_string()),
-            CatalogError::Io(_) | CatalogError::Partition(_) | CatalogError::Dir { .. } => {
-                ApiError::internal(ErrorCode::StorageUnavailable, &error)
+            CatalogError::Io(io) => ApiError::internal(io_error_code(io), &error),
+            CatalogError::Partition(crate::log::OpenError::Io(io)) => {
+                ApiError::internal(io_error_code(io), &error)
             }
+            CatalogError::Dir { source, .. } => {
+                let code = match source.raw_os_error() {
+                    Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::DiskFull,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorCode::TooManyOpenFiles,
+                    _ => ErrorCode::StorageUnavailable,
+                };
+                ApiError::internal(code, &error)
+            }
+            CatalogError::Partition(_) => ApiError::internal(ErrorCode::StorageUnavailable, &error),
             CatalogError::Corrupt { .. } => ApiError::internal(ErrorCode::Corrupt, &error),
         }
     }
@@ -111,7 +149,8 @@ impl From<AppendError> for ApiError {
                 ApiError::new(ErrorCode::RecordTooLarge, error.to_string())
             }
             AppendError::Busy => ApiError::new(ErrorCode::Busy, error.to_string()),
-            AppendError::Io(_) | AppendError::Poisoned { .. } => {
+            AppendError::Io(io) => ApiError::internal(io_error_code(io), &error),
+            AppendError::Poisoned { .. } => {
                 ApiError::internal(ErrorCode::StorageUnavailable, &error)
             }
             AppendError::Closed => ApiError::new(ErrorCode::Unavailable, error.to_string()),
@@ -146,7 +185,7 @@ impl From<ReadError> for ApiError {
                 latest,
             } => ApiError::out_of_range(*requested, *earliest, *latest),
             ReadError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
-            ReadError::Io(_) => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+            ReadError::Io(io) => ApiError::internal(io_error_code(io), &error),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Liveness and readiness: `/healthz` answers as soon as the process serves HTTP; `/readyz` only
-//! once recovery has finished and until shutdown begins, so a load balancer sends traffic only
-//! to a server that can take it.
+//! Liveness and readiness: `/healthz` answers as soon as the process serves HTTP (before
+//! recovery); `/readyz` only once recovery has finished, while the data disk has room, and until
+//! shutdown begins (see `status.rs`), so a load balancer sends traffic only to a server that can
+//! take it and a startup probe can wait out a long recovery.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,6 +9,7 @@ use axum::http::StatusCode;
 use strata_openapi::{Health, Readiness};
 
 use super::AppState;
+use crate::status::ServerStatus;
 
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "health",
@@ -22,21 +24,18 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
 /// Readiness.
 #[utoipa::path(get, path = "/readyz", tag = "health", responses(
     (status = 200, description = "Recovered and serving", body = Readiness),
-    (status = 503, description = "Starting or shutting down", body = Readiness)))]
+    (status = 503, description = "Recovering, restoring, disk full or shutting down; `status` and `reason` say which", body = Readiness)))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    if state.is_ready() {
-        (
-            StatusCode::OK,
-            Json(Readiness {
-                ready: true,
-                status: "ready".to_string(),
-            }),
-        )
+    readiness(&state.status)
+}
+
+/// The `/readyz` answer for `status` (also served before the API exists).
+pub fn readiness(status: &ServerStatus) -> (StatusCode, Json<Readiness>) {
+    let body = status.readiness();
+    let code = if body.ready {
+        StatusCode::OK
     } else {
-        let body = Readiness {
-            ready: false,
-            status: "shutting down".to_string(),
-        };
-        (StatusCode::SERVICE_UNAVAILABLE, Json(body))
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body))
 }

@@ -19,8 +19,8 @@ pub mod producers;
 pub mod sse;
 pub mod topics;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::convert::Infallible;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -29,6 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
 use strata_openapi::ErrorCode;
 use tokio::sync::watch;
+use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::clock::Clock;
@@ -37,6 +38,7 @@ use crate::groups::coordinator::Coordinator;
 use crate::groups::offsets::OffsetStore;
 use crate::log::Partition;
 use crate::producers::ProducerRegistry;
+use crate::status::ServerStatus;
 use crate::topics::catalog::{Catalog, Topic};
 use error::ApiError;
 
@@ -61,8 +63,8 @@ pub struct AppState {
     pub io_backend: String,
     /// Becomes true when shutdown starts: long polls and SSE streams end.
     pub shutdown: watch::Receiver<bool>,
-    /// Ready to serve (after recovery, until shutdown).
-    pub ready: Arc<AtomicBool>,
+    /// What `/readyz` reports.
+    pub status: Arc<crate::status::ServerStatus>,
 }
 
 impl AppState {
@@ -129,7 +131,41 @@ impl AppState {
 
     /// Whether `/readyz` says ready.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) && !*self.shutdown.borrow()
+        self.status.is_ready() && !*self.shutdown.borrow()
+    }
+}
+
+/// What the listener serves from the moment it is bound: the API once `api` is set, and until
+/// then `/healthz` (200), `/readyz` (503 with the startup step) and 503 `unavailable` for
+/// everything else, so probes and clients can tell a recovering server from a dead one.
+pub fn front_door(status: Arc<ServerStatus>, api: Arc<OnceLock<Router>>) -> Router {
+    Router::new().fallback_service(tower::service_fn(move |request: axum::extract::Request| {
+        let (status, api) = (Arc::clone(&status), Arc::clone(&api));
+        async move {
+            if let Some(router) = api.get() {
+                return router.clone().oneshot(request).await;
+            }
+            Ok::<_, Infallible>(while_starting(&status, request.uri().path()))
+        }
+    }))
+}
+
+fn while_starting(status: &ServerStatus, path: &str) -> Response {
+    match path {
+        "/healthz" => axum::Json(strata_openapi::Health {
+            status: "ok".to_string(),
+            io_backend: "starting".to_string(),
+        })
+        .into_response(),
+        "/readyz" => health::readiness(status).into_response(),
+        _ => {
+            let reason = status.readiness().reason.unwrap_or_default();
+            ApiError::new(
+                ErrorCode::Unavailable,
+                format!("the server is starting ({reason}); retry shortly"),
+            )
+            .into_response()
+        }
     }
 }
 

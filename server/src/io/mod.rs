@@ -19,6 +19,7 @@ pub mod map;
 mod probe;
 #[cfg(feature = "test-util")]
 pub mod seccomp;
+pub mod space;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -270,6 +271,11 @@ pub struct IoStats {
     bytes_read: AtomicU64,
     bytes_zero_copy: AtomicU64,
     bytes_copied: AtomicU64,
+    /// Set by a write that failed with ENOSPC, cleared by the next write that succeeds (or by
+    /// readiness once the disk has room again): what `/readyz` reports as `disk_full`.
+    disk_full: std::sync::atomic::AtomicBool,
+    /// Operations that failed with EMFILE or ENFILE (the open-file limit).
+    open_file_limit_hits: AtomicU64,
 }
 
 impl IoStats {
@@ -306,6 +312,38 @@ impl IoStats {
 
     pub fn bytes_copied(&self) -> u64 {
         self.bytes_copied.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last write failed because the disk was full.
+    pub fn disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Relaxed)
+    }
+
+    /// Marks the disk as usable again (readiness saw free space).
+    pub fn clear_disk_full(&self) {
+        self.disk_full.store(false, Ordering::Relaxed);
+    }
+
+    /// How often an operation hit the open-file limit.
+    pub fn open_file_limit_hits(&self) -> u64 {
+        self.open_file_limit_hits.load(Ordering::Relaxed)
+    }
+
+    /// Notes what an operation's result says about disk space and file limits.
+    fn note<T>(&self, result: &Result<T, IoError>, writes: bool) {
+        match result {
+            Ok(_) if writes => self.disk_full.store(false, Ordering::Relaxed),
+            Ok(_) => {}
+            Err(error) => match error.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                    self.disk_full.store(true, Ordering::Relaxed);
+                }
+                Some(libc::EMFILE) | Some(libc::ENFILE) => {
+                    self.open_file_limit_hits.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
+            },
+        }
     }
 
     pub(crate) fn op_done(&self, op: IoOp) {
@@ -417,12 +455,14 @@ impl fmt::Debug for Io {
 }
 
 macro_rules! dispatch {
-    ($self:ident . $method:ident ( $($arg:expr),* )) => {
-        match &*$self.backend {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {{
+        let result = match &*$self.backend {
             Backend::Uring(b) => b.$method($($arg),*).await,
             Backend::Sync(b) => b.$method($($arg),*).await,
-        }
-    };
+        };
+        $self.stats.note(&result, stringify!($method).starts_with("write"));
+        result
+    }};
 }
 
 impl Io {

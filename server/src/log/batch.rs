@@ -436,6 +436,13 @@ pub fn encode_batch(options: &BatchOptions, records: &[NewRecord]) -> Result<Byt
     Ok(out.freeze())
 }
 
+/// Whether `batch` (exactly one batch, header included) has the CRC its header states: cheap
+/// enough to settle which of two neighbouring batches claims wrong offsets.
+pub fn crc_matches(batch: &[u8]) -> bool {
+    BatchHeader::parse(batch)
+        .is_ok_and(|header| batch.len() == header.total_len() && compute_crc(batch) == header.crc)
+}
+
 /// CRC-32C over the CRC-covered part of a batch (attributes to end).
 fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(batch.get(ATTRIBUTES_OFFSET..).unwrap_or_default())

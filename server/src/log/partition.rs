@@ -244,6 +244,9 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
     pub(crate) offsets: watch::Sender<LogOffsets>,
+    /// True until the partition holds a compacted segment: then every segment's batches are
+    /// contiguous, so a batch whose base offset does not follow on is damaged.
+    pub(crate) contiguous: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -290,7 +293,8 @@ impl Partition {
             path: dir.to_path_buf(),
             source,
         })?;
-        let recovered = recover(dir, &config, &io).await?;
+        let contiguous = !dir.join(compaction::COMPACTED_MARKER).exists();
+        let recovered = recover(dir, &config, &io, contiguous).await?;
         let cleaner = compaction::state::load(&io, dir).await?;
         let leo = recovered
             .segments
@@ -309,6 +313,7 @@ impl Partition {
             clock,
             segments: RwLock::new(recovered.segments),
             offsets: watch::Sender::new(offsets),
+            contiguous: std::sync::atomic::AtomicBool::new(contiguous),
         });
         let (commands, receiver) = mpsc::channel(config.append_queue_depth);
         let writer = Writer::new(Arc::clone(&shared), recovered.meta, recovered.producers);
@@ -683,7 +688,13 @@ impl Partition {
             let upper = segments
                 .get(i + 1)
                 .map_or(high_watermark, |next| next.base_offset());
-            if let Some(range) = segment.locate(offset, max_bytes, high_watermark, upper)? {
+            let contiguous = self
+                .shared
+                .contiguous
+                .load(std::sync::atomic::Ordering::SeqCst);
+            if let Some(range) =
+                segment.locate(offset, max_bytes, high_watermark, upper, contiguous)?
+            {
                 return Ok(Some((Arc::clone(segment), range)));
             }
         }

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::batch::{BatchError, batch_headers};
+use super::batch::{BatchError, batch_headers, crc_matches};
 use super::segment::batch_offsets;
 
 /// Offsets the bytes may hold.
@@ -29,6 +29,9 @@ pub struct OffsetBounds {
     /// The high watermark: durable bytes never hold offsets at or above it, so a batch that
     /// claims them is bad.
     pub high_watermark: u64,
+    /// The partition never held compacted segments: every batch starts right after the one
+    /// before it (after a bad one: after the offsets its header spans).
+    pub contiguous: bool,
 }
 
 /// What a window of segment bytes answers.
@@ -66,6 +69,11 @@ pub enum ChoiceError {
     BadHeader {
         /// Byte position within the window.
         position: usize,
+        /// The offset the batch there should have started at (after the last sound one).
+        expected_offset: u64,
+        /// Where a search for the next sound batch should start: the last batch walked, whose
+        /// own length may be what is damaged.
+        search_from: usize,
         /// What the decoder found.
         #[source]
         source: BatchError,
@@ -100,6 +108,40 @@ struct Walked {
     after_bad: Option<usize>,
 }
 
+/// Whether the headers after `next` do not refute a batch whose last offset is `last` (see
+/// `scan::confirmed_by_next`).
+fn confirmed(window: &[u8], next: usize, last: u64) -> bool {
+    super::scan::confirmed_by_next(window, next, last, true)
+}
+
+/// The index of the first accepted batch that holds `offset` or comes after it; an error when
+/// the offset lies in the bad batches before it.
+fn choose_first(accepted: &[Walked], offset: u64) -> Result<Option<usize>, ChoiceError> {
+    let Some(index) = accepted.iter().position(|a| a.last >= offset) else {
+        return Ok(None);
+    };
+    let first = accepted[index];
+    if let Some(bad) = first.after_bad
+        && offset < first.base
+    {
+        return Err(ChoiceError::Inconsistent {
+            offset,
+            position: bad,
+        });
+    }
+    Ok(Some(index))
+}
+
+/// Whether the batches from `from` on already exceed the budget by one accepted batch: the
+/// look-ahead that confirms the last chosen one.
+fn budget_reached(accepted: &[Walked], from: usize, max_bytes: u64) -> bool {
+    let start = accepted[from].position;
+    accepted
+        .iter()
+        .skip(from + 1)
+        .any(|a| (a.end - start) as u64 > max_bytes)
+}
+
 /// Chooses the whole batches of `window` that answer a read of `offset`: the batch holding it
 /// (or the first after it, when compaction left a gap) and the following ones while they fit
 /// in `max_bytes` (at least one). `reaches_end`: the window ends where the segment's durable
@@ -116,6 +158,9 @@ pub fn choose_batches(
 ) -> Result<Choice, ChoiceError> {
     let mut accepted: Vec<Walked> = Vec::new();
     let mut pending_bad: Option<usize> = None;
+    // Offsets the bad batches since the last accepted one span (contiguous logs only); `None`
+    // when one of them is not sound, so its header's span cannot be trusted.
+    let mut pending_span = Some(0u64);
     let mut chosen_from: Option<usize> = None;
     let mut consumed = 0usize;
     let mut stopped_early = false;
@@ -126,6 +171,10 @@ pub fn choose_batches(
                 if chosen_from.is_none() && reaches_end {
                     return Err(ChoiceError::BadHeader {
                         position: consumed,
+                        expected_offset: accepted
+                            .last()
+                            .map_or(bounds.anchor.unwrap_or(bounds.lower), |a| a.last + 1),
+                        search_from: accepted.last().map_or(consumed, |a| a.position),
                         source,
                     });
                 }
@@ -148,7 +197,7 @@ pub fn choose_batches(
             });
         }
         let floor = accepted.last().map_or(bounds.lower, |a| a.last + 1);
-        if base >= bounds.high_watermark && base == floor {
+        if base >= bounds.high_watermark && base == floor && !bounds.contiguous {
             // The next batch, published after the high watermark this read started with.
             break;
         }
@@ -162,6 +211,80 @@ pub fn choose_batches(
             last,
             after_bad: pending_bad,
         };
+        if bounds.contiguous {
+            // Offsets follow on: a batch starts exactly where the one before it (and the bad
+            // ones since, by the offsets their sound headers span) ended. After a bad batch
+            // whose CRC fails too, its span is unknown: the next batch must then be sound
+            // itself and be confirmed by the batch after it.
+            let known = accepted
+                .last()
+                .map_or(bounds.anchor.unwrap_or(bounds.lower), |a| a.last + 1);
+            let expected = pending_span.map(|span| known + span);
+            if base >= bounds.high_watermark && expected == Some(base) {
+                break;
+            }
+            let follows = match expected {
+                Some(expected) => base == expected,
+                None => {
+                    base >= known
+                        && window.get(position..end).is_some_and(crc_matches)
+                        && confirmed(window, end, last)
+                }
+            };
+            let sound_here = || window.get(position..end).is_some_and(crc_matches);
+            if follows && last < upper && header.base_offset >= 0 {
+                accepted.push(Walked {
+                    position,
+                    end,
+                    base,
+                    last,
+                    after_bad: pending_bad.take(),
+                });
+                pending_span = Some(0);
+            } else if let Some(&suspect) = accepted.last()
+                && pending_bad.is_none()
+                && !window
+                    .get(suspect.position..suspect.end)
+                    .is_some_and(crc_matches)
+                && base > suspect.base
+                && last < upper
+                && sound_here()
+                && confirmed(window, end, last)
+            {
+                // The batch before was accepted on its header alone, but it is not sound: its
+                // last offset delta may be what is wrong, and this sound batch follows on.
+                accepted.pop();
+                if chosen_from.is_some_and(|from| from >= accepted.len()) {
+                    chosen_from = None;
+                }
+                accepted.push(Walked {
+                    position,
+                    end,
+                    base,
+                    last,
+                    after_bad: Some(suspect.position),
+                });
+                pending_span = Some(0);
+            } else {
+                pending_bad.get_or_insert(position);
+                let sound = window.get(position..end).is_some_and(crc_matches);
+                let span = u64::try_from(header.last_offset_delta).ok().map(|d| d + 1);
+                pending_span = match (pending_span, sound, span) {
+                    (Some(total), true, Some(span)) => Some(total + span),
+                    _ => None,
+                };
+                continue;
+            }
+            if chosen_from.is_none() {
+                chosen_from = choose_first(&accepted, offset)?;
+            }
+            if let Some(from) = chosen_from
+                && budget_reached(&accepted, from, max_bytes)
+            {
+                break;
+            }
+            continue;
+        }
         if fits(floor) {
             pending_bad = None;
             accepted.push(walked);
@@ -179,10 +302,16 @@ pub fn choose_batches(
                 });
             let suspect_contiguous = suspect.base == before;
             let follows_true_suspect = base == before + (suspect.last - suspect.base + 1);
-            if suspect_contiguous {
+            // A sound suspect that follows on claims its own offsets (its last offset delta is
+            // under the CRC): then this batch is the bad one.
+            let suspect_sound = window
+                .get(suspect.position..suspect.end)
+                .is_some_and(crc_matches);
+            if suspect_contiguous && suspect_sound {
                 pending_bad.get_or_insert(position);
                 continue;
             }
+            let follows_true_suspect = follows_true_suspect || (!suspect_sound && base >= before);
             accepted.pop();
             if chosen_from.is_some_and(|from| from >= accepted.len()) {
                 chosen_from = None;
@@ -202,31 +331,12 @@ pub fn choose_batches(
             continue;
         }
         if chosen_from.is_none() {
-            let Some(index) = accepted.iter().position(|a| a.last >= offset) else {
-                continue;
-            };
-            let first = accepted[index];
-            if let Some(bad) = first.after_bad
-                && offset < first.base
-            {
-                return Err(ChoiceError::Inconsistent {
-                    offset,
-                    position: bad,
-                });
-            }
-            chosen_from = Some(index);
+            chosen_from = choose_first(&accepted, offset)?;
         }
-        if let Some(from) = chosen_from {
-            let start = accepted[from].position;
-            // One accepted batch of look-ahead past the budget confirms the last chosen one.
-            let over = accepted
-                .iter()
-                .skip(from + 1)
-                .filter(|a| (a.end - start) as u64 > max_bytes)
-                .count();
-            if over >= 1 {
-                break;
-            }
+        if let Some(from) = chosen_from
+            && budget_reached(&accepted, from, max_bytes)
+        {
+            break;
         }
     }
     if let Some(bad) = pending_bad
@@ -306,12 +416,13 @@ mod tests {
         (bytes, batches)
     }
 
-    fn bounds(base: u64, upper: u64) -> OffsetBounds {
+    fn bounds(base: u64, upper: u64, contiguous: bool) -> OffsetBounds {
         OffsetBounds {
             anchor: None,
             lower: base,
             upper,
             high_watermark: upper,
+            contiguous,
         }
     }
 
@@ -324,8 +435,10 @@ mod tests {
         ) {
             let (bytes, batches) = segment(100, &spans, &gaps);
             let end = batches.last().unwrap().2 + 1;
+            let contiguous = gaps.iter().take(spans.len()).all(|g| *g == 0);
             for offset in 100..end {
-                let choice = choose_batches(&bytes, offset, max_bytes, bounds(100, end), true);
+                let choice =
+                    choose_batches(&bytes, offset, max_bytes, bounds(100, end, contiguous), true);
                 let holder = batches.iter().position(|b| b.2 >= offset).unwrap();
                 let Ok(Choice::Found { bytes: range, first_offset, next_offset }) = choice else {
                     panic!("offset {offset}: {choice:?}");
@@ -350,6 +463,7 @@ mod tests {
             victim in any::<prop::sample::Index>(),
             bit in 0u32..64,
             max_bytes in 1u64..400,
+            contiguous in any::<bool>(),
         ) {
             let (mut bytes, batches) = segment(100, &spans, &[]);
             let victim = victim.index(batches.len());
@@ -359,7 +473,7 @@ mod tests {
             let end = batches.last().unwrap().2 + 1;
             for offset in 100..end {
                 let Ok(Choice::Found { bytes: range, .. }) =
-                    choose_batches(&bytes, offset, max_bytes, bounds(100, end), true)
+                    choose_batches(&bytes, offset, max_bytes, bounds(100, end, contiguous), true)
                 else {
                     continue; // an error (or nothing) is allowed; a wrong answer is not
                 };
@@ -377,7 +491,8 @@ mod tests {
                 if i == victim {
                     continue;
                 }
-                let choice = choose_batches(&bytes, b.1, max_bytes, bounds(100, end), true);
+                let choice =
+                    choose_batches(&bytes, b.1, max_bytes, bounds(100, end, contiguous), true);
                 let found = matches!(choice, Ok(Choice::Found { ref bytes, .. }) if bytes.start == b.0);
                 prop_assert!(found, "intact batch {} unreadable: {:?}", i, choice);
             }

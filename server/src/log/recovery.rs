@@ -64,6 +64,7 @@ pub(crate) async fn recover(
     dir: &Path,
     config: &LogConfig,
     io: &Io,
+    contiguous: bool,
 ) -> Result<Recovered, OpenError> {
     super::compaction::swap::finish_interrupted(io, dir).await?;
     let meta = read_meta(io, dir).await?;
@@ -78,13 +79,16 @@ pub(crate) async fn recover(
     let mut active_damaged = false;
     for (i, &base) in bases.iter().enumerate() {
         let role = match bases.get(i + 1) {
-            Some(&next_base) => SegmentRole::Closed { next_base },
+            Some(&next_base) => SegmentRole::Closed {
+                next_base,
+                contiguous,
+            },
             None if clean => SegmentRole::ActiveAfterCleanStop {
                 log_end: meta.and_then(|m| m.log_end_offset),
             },
             None => SegmentRole::ActiveAfterCrash,
         };
-        let verify = base >= recovery_point || !clean;
+        let verify = base >= recovery_point;
         let opened = open_segment(dir, base, config, io, role, verify, &mut report).await?;
         active_damaged |= role.is_active() && opened.damaged;
         segments.insert(base, Arc::new(opened.segment));

@@ -36,6 +36,8 @@ pub enum SegmentRole {
     Closed {
         /// Base offset of the following segment.
         next_base: u64,
+        /// The partition never held compacted segments: offsets have no gaps.
+        contiguous: bool,
     },
     /// The active segment after a clean stop: fully fsynced; `log_end` is the log end the clean
     /// stop recorded (absent in metadata written before format version 2).
@@ -175,7 +177,7 @@ impl Scanner<'_> {
                 continue;
             }
             let end = match self.role {
-                SegmentRole::Closed { next_base } => Some(next_base),
+                SegmentRole::Closed { next_base, .. } => Some(next_base),
                 SegmentRole::ActiveAfterCleanStop { log_end } => log_end,
                 SegmentRole::ActiveAfterCrash => None,
             };
@@ -198,13 +200,17 @@ impl Scanner<'_> {
         let (first, last) = batch_offsets(batch.header());
         let expected = self.outcome.state.next_offset;
         let placed = match self.role {
-            SegmentRole::Closed { next_base } => first >= expected && last < next_base,
+            SegmentRole::Closed {
+                next_base,
+                contiguous,
+            } => (first == expected || !contiguous && first > expected) && last < next_base,
             SegmentRole::ActiveAfterCleanStop { .. } | SegmentRole::ActiveAfterCrash => {
                 first == expected
             }
         };
         let len = batch.len() as u64;
         let fits = placed
+            && !(first > expected && self.overlaps_next(position + len, last))
             && batch.header().base_offset >= 0
             && last - self.base <= u64::from(u32::MAX)
             && position + len <= self.limits.max_end_position;
@@ -215,6 +221,16 @@ impl Scanner<'_> {
             last_offset: last,
             max_timestamp: batch.header().max_timestamp,
         })
+    }
+
+    /// Whether the batch header at `next` claims an offset at or below `last`: then the batch
+    /// before it, which left a gap, claimed offsets that are not its own (a flipped base
+    /// offset), since in a sound log offsets only grow.
+    fn overlaps_next(&self, next: u64, last: u64) -> bool {
+        self.bytes
+            .get(next as usize..)
+            .and_then(|rest| BatchHeader::parse(rest).ok())
+            .is_some_and(|header| header.base_offset <= last as i64)
     }
 
     fn add(&mut self, batch: &AppendedBatch) {
@@ -228,24 +244,24 @@ impl Scanner<'_> {
     /// beyond it (every record takes several bytes). Cheap on garbage: the magic byte and the
     /// offset bound reject almost every position before a CRC is computed.
     fn resync(&self, damaged: u64) -> Option<(u64, u64)> {
-        let expected = self.outcome.state.next_offset;
-        let bytes = self.bytes.as_ref();
-        let mut position = damaged + 1;
-        while position + super::batch::BATCH_HEADER_LEN as u64 <= self.len() {
-            let at = position as usize;
-            if bytes.get(at + MAGIC_POSITION as usize) == Some(&(MAGIC_V2 as u8))
-                && let Ok(header) = BatchHeader::parse(&bytes[at..])
-                && let Ok(base) = u64::try_from(header.base_offset)
-                && base >= expected
-                && base - expected <= position - damaged
-                && position + header.total_len() as u64 <= self.limits.max_end_position
-                && RecordBatch::decode_first(&self.bytes.slice(at..)).is_ok()
-            {
-                return Some((position, base));
-            }
-            position += 1;
-        }
-        None
+        let (upper, contiguous) = match self.role {
+            SegmentRole::Closed {
+                next_base,
+                contiguous,
+            } => (next_base, contiguous),
+            SegmentRole::ActiveAfterCleanStop { log_end } => (log_end.unwrap_or(u64::MAX), true),
+            SegmentRole::ActiveAfterCrash => (u64::MAX, true),
+        };
+        next_sound_batch(
+            self.bytes,
+            Resync {
+                damaged,
+                expected: self.outcome.state.next_offset,
+                max_end_position: self.limits.max_end_position,
+                upper,
+                contiguous,
+            },
+        )
     }
 
     /// Keeps `bytes` in place as damage that held `offsets`, repairing or disarming the sound
@@ -353,6 +369,90 @@ impl Scanner<'_> {
             at += len;
         }
         self.outcome.keep_len = at;
+    }
+}
+
+/// Where to look for the next sound batch after damage, and what it must satisfy.
+#[derive(Debug, Clone, Copy)]
+pub struct Resync {
+    /// The damaged position; the search starts right after it.
+    pub damaged: u64,
+    /// The offset the damaged batch should have started at.
+    pub expected: u64,
+    /// Largest byte position a batch may end at.
+    pub max_end_position: u64,
+    /// Offsets must stay below this (the next segment's base, or the log end).
+    pub upper: u64,
+    /// The partition's offsets have no gaps (no compaction ever ran).
+    pub contiguous: bool,
+}
+
+/// The first position after the damage where a sound batch starts whose offsets can follow
+/// it: at or after `expected`, at most one offset per skipped byte beyond it (every record
+/// takes several bytes), below `upper`, and confirmed by the header after it (which must
+/// follow on, as offsets only grow; in a contiguous log, right after it). A sound batch with
+/// a flipped base offset fails that confirmation. Cheap on garbage: the magic byte and the
+/// offset bound reject almost every position before a CRC is computed. Returns the position
+/// and the base offset.
+pub fn next_sound_batch(bytes: &Bytes, resync: Resync) -> Option<(u64, u64)> {
+    let len = bytes.len() as u64;
+    let mut position = resync.damaged + 1;
+    while position + super::batch::BATCH_HEADER_LEN as u64 <= len {
+        let at = position as usize;
+        if bytes.get(at + MAGIC_POSITION as usize) == Some(&(MAGIC_V2 as u8))
+            && let Ok(header) = BatchHeader::parse(&bytes[at..])
+            && let Ok(base) = u64::try_from(header.base_offset)
+            && base >= resync.expected
+            && base - resync.expected <= position - resync.damaged
+            && header.last_offset() >= 0
+            && (header.last_offset() as u64) < resync.upper
+            && position + header.total_len() as u64 <= resync.max_end_position
+            && confirmed_by_next(
+                bytes,
+                at + header.total_len(),
+                header.last_offset() as u64,
+                resync.contiguous,
+            )
+            && RecordBatch::decode_first(&bytes.slice(at..)).is_ok()
+        {
+            return Some((position, base));
+        }
+        position += 1;
+    }
+    None
+}
+
+/// Whether the headers after a batch ending at `next` (whose last offset is `last`) do not
+/// refute it: the next header follows on, or (when the next batch is itself damaged) the one
+/// after it follows on by the next header's span. A missing or unparseable next header neither
+/// confirms nor refutes.
+pub(crate) fn confirmed_by_next(bytes: &[u8], next: usize, last: u64, contiguous: bool) -> bool {
+    let header_at = |at: usize| {
+        bytes
+            .get(at..)
+            .filter(|rest| !rest.is_empty())
+            .map(BatchHeader::parse)
+    };
+    let follows = |header: &BatchHeader, after: u64| {
+        let base = header.base_offset;
+        if contiguous {
+            base == after as i64
+        } else {
+            base >= after as i64
+        }
+    };
+    let Some(Ok(following)) = header_at(next) else {
+        return true;
+    };
+    if follows(&following, last + 1) {
+        return true;
+    }
+    let Some(span) = span(&following) else {
+        return false;
+    };
+    match header_at(next + following.total_len()) {
+        Some(Ok(second)) => follows(&second, last + 1 + span),
+        _ => false,
     }
 }
 

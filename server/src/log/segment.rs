@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 use super::batch::{BatchError, BatchHeader};
 use super::offset_index::{OffsetIndex, OffsetIndexEntry};
 use super::read::{Choice, ChoiceError, OffsetBounds, choose_batches};
+use super::scan::{Resync, next_sound_batch};
 use super::time_index::{TimeIndex, TimeIndexEntry};
 use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
 
@@ -356,7 +357,8 @@ impl Segment {
     /// Finds the whole batches to return for a read starting at `offset`: the batch that holds
     /// `offset` (or the first one after it, when compaction left a gap) and the batches after it
     /// while they fit in `max_bytes` (always at least one) and start below `high_watermark`;
-    /// every offset is below `upper` (the next segment's base, or the high watermark). `None`
+    /// every offset is below `upper` (the next segment's base, or the high watermark);
+    /// `contiguous`: the partition never held compacted segments, so offsets have no gaps. `None`
     /// when the segment has nothing at or after `offset`. The choice is [`choose_batches`].
     ///
     /// # Errors
@@ -368,6 +370,7 @@ impl Segment {
         max_bytes: u64,
         high_watermark: u64,
         upper: u64,
+        contiguous: bool,
     ) -> Result<Option<BatchRange>, SegmentReadError> {
         let (entry, durable) = {
             let state = self.state.read();
@@ -380,6 +383,7 @@ impl Segment {
             lower: self.base_offset,
             upper,
             high_watermark,
+            contiguous,
         };
         let from_entry = entry.map(|e| {
             (
@@ -410,6 +414,42 @@ impl Segment {
                     tracing::warn!(path = %self.log.path().display(), expected, found,
                         "offset index entry disagrees with the log; reading from the start");
                     attempt = (0, bounds_from(None));
+                }
+                // Damage that recovery has not seen (a closed segment is not rescanned): find
+                // the next sound batch as recovery would, and read on from there if the
+                // offset lies beyond the damage.
+                Err(ChoiceError::BadHeader {
+                    position,
+                    expected_offset,
+                    search_from,
+                    source,
+                }) => {
+                    let damaged = start + search_from as u64;
+                    let durable_bytes = self.map.slice(0..durable as usize);
+                    let resumed = next_sound_batch(
+                        &durable_bytes,
+                        Resync {
+                            damaged,
+                            expected: expected_offset,
+                            max_end_position: durable,
+                            upper: upper.min(high_watermark),
+                            contiguous,
+                        },
+                    );
+                    match resumed {
+                        Some((next, base)) if base <= offset => {
+                            attempt = (next, bounds_from(Some(base)));
+                        }
+                        _ => {
+                            let error = ChoiceError::BadHeader {
+                                position,
+                                expected_offset,
+                                search_from,
+                                source,
+                            };
+                            return Err(self.corrupt(start, error));
+                        }
+                    }
                 }
                 Err(error) => return Err(self.corrupt(start, error)),
             }

@@ -952,3 +952,32 @@ async fn segments_left_below_the_log_start_by_a_crash_are_removed_at_open() {
     );
     assert_eq!(reopened.recovery_report().removed_segments, 1);
 }
+
+#[tokio::test]
+async fn a_clean_restart_rebuilds_no_index_when_many_batches_share_a_millisecond() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = start_io(IoBackendChoice::Sync, dir.path());
+    let config = || LogConfig {
+        segment_bytes: 8192,
+        index_interval_bytes: 64,
+        ..LogConfig::default()
+    };
+    let partition = open(dir.path(), &io, config(), ManualClock::new(0)).await;
+    // Every batch has the same timestamp: the time index adds an entry only when the running
+    // maximum grows, so it ends up shorter than the offset index.
+    for i in 0..200u32 {
+        partition
+            .append(vec![batch_of(&[record(&i.to_be_bytes(), 5)])], Acks::All)
+            .await
+            .unwrap();
+    }
+    assert!(partition.segments().len() >= 2, "segments rolled");
+    partition.close().await.unwrap();
+    drop(partition);
+    let partition = open(dir.path(), &io, config(), ManualClock::new(0)).await;
+    let report = partition.recovery_report().clone();
+    assert!(report.clean, "{report:?}");
+    assert_eq!(report.rebuilt_indexes, 0, "{report:?}");
+    assert_eq!(report.scanned_segments, 0, "{report:?}");
+    assert_eq!(read_all(&partition, 0).await.len(), 200);
+}

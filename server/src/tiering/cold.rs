@@ -60,6 +60,7 @@ impl Tiering {
             lower: segment.base_offset,
             upper: segment.last_offset.saturating_add(1),
             high_watermark: u64::MAX,
+            contiguous: false,
         };
         let object = RemoteObject {
             key: Path::from(segment.log.key.as_str()),

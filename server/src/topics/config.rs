@@ -774,11 +774,16 @@ mod tests {
                 "{key} padded string"
             );
 
+            // JSON has one number type: an integral float is that integer.
+            assert_eq!(
+                get(&with(json!(rule.min as f64)).unwrap()),
+                Some(rule.min),
+                "{key} as an integral float"
+            );
             let mut bad = vec![
                 json!(rule.min - 1),
                 json!((rule.min - 1).to_string()),
                 json!(1.5),
-                json!(1.0),
                 json!("1.5"),
                 json!("abc"),
                 json!(""),

@@ -20,6 +20,8 @@ pub mod throttle;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 
@@ -27,7 +29,7 @@ use self::rewrite::{Retention, group_segments, write_group};
 use self::state::{CleanerState, Pass};
 use self::swap::{SwapPlan, cleaned_paths, remove_if_exists};
 use self::throttle::Throttle;
-use super::meta::MetaError;
+use super::meta::{MetaError, write_file_atomically};
 use super::partition::Shared;
 use super::segment::segment_file_name;
 use super::segment::{
@@ -271,6 +273,11 @@ pub(crate) async fn run(
     Ok(report)
 }
 
+/// A file whose presence says the partition has held compacted segments, whose offsets may
+/// have gaps. Without it every segment's batches are contiguous, which lets readers and
+/// recovery tell a flipped base offset from a compaction gap.
+pub const COMPACTED_MARKER: &str = "compacted";
+
 /// On the writer task: replaces the group's segments by the new one, on disk (see [`swap`]) and
 /// then in the segment map. Returns false, and removes the new files, when a replaced segment
 /// is gone meanwhile (retention or delete-records removed it).
@@ -290,6 +297,15 @@ pub(crate) async fn install(
     if !intact {
         discard_cleaned(shared, plan.base_offset).await;
         return Ok(false);
+    }
+    // Before the first compacted segment exists, the partition stops promising contiguous
+    // offsets (readers and recovery check base offsets more strictly while it holds).
+    if shared
+        .contiguous
+        .swap(false, std::sync::atomic::Ordering::SeqCst)
+        || !shared.dir.join(COMPACTED_MARKER).exists()
+    {
+        write_file_atomically(&shared.io, &shared.dir, COMPACTED_MARKER, Bytes::new()).await?;
     }
     if !swap::execute(&shared.io, &shared.dir, plan, stop_after).await? {
         return Ok(false);
