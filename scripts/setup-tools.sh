@@ -30,3 +30,13 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   "$TOOLS/py/bin/python" -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS"
   echo "$want" >"$STAMP"
 fi
+
+# curl runs the README's tour (tests/it/readme.rs); Debian images usually have it already.
+if ! command -v curl >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq curl) >&2
+  else
+    echo "setup-tools: curl is missing; install it" >&2
+    exit 1
+  fi
+fi

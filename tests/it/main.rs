@@ -14,6 +14,7 @@ mod idempotence;
 mod internal_topics;
 mod kafka_compat;
 mod produce_fetch;
+mod readme;
 mod streaming;
 mod tiering;
 mod topics;
