@@ -46,6 +46,7 @@ use utoipa::ToSchema;
 /// - `offset_out_of_range` (416): the offset is outside the log; the body holds the valid range.
 /// - `partition_not_assigned` (409): the group member does not own the partition.
 /// - `partition_not_found` (404): the topic has no such partition.
+/// - `producer_not_found` (404): no producer id like this was issued by this server.
 /// - `producer_fenced` (409): a newer epoch of this producer id exists; this session is stale.
 /// - `record_too_large` (413): one record exceeds the topic's `max_message_bytes`.
 /// - `request_too_large` (413): the request body exceeds the server's limit.
@@ -126,6 +127,8 @@ pub enum ErrorCode {
     /// A newer epoch of this producer id was initialized; this producer session is stale and
     /// must stop.
     ProducerFenced,
+    /// `POST /v1/producers` named a producer id this server never issued.
+    ProducerNotFound,
     /// One record exceeds the topic's `max_message_bytes`.
     RecordTooLarge,
     /// The request body exceeds the server's request size limit.
@@ -189,6 +192,7 @@ impl ErrorCode {
         ErrorCode::PartitionNotAssigned,
         ErrorCode::PartitionNotFound,
         ErrorCode::ProducerFenced,
+        ErrorCode::ProducerNotFound,
         ErrorCode::RecordTooLarge,
         ErrorCode::RequestTooLarge,
         ErrorCode::SequenceGap,
@@ -215,6 +219,7 @@ impl ErrorCode {
             ErrorCode::GroupNotFound
             | ErrorCode::NotFound
             | ErrorCode::PartitionNotFound
+            | ErrorCode::ProducerNotFound
             | ErrorCode::TopicNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotAcceptable => 406,
@@ -281,6 +286,7 @@ impl ErrorCode {
             | ErrorCode::PartitionNotAssigned
             | ErrorCode::PartitionNotFound
             | ErrorCode::ProducerFenced
+            | ErrorCode::ProducerNotFound
             | ErrorCode::RecordTooLarge
             | ErrorCode::RequestTooLarge
             | ErrorCode::SequenceGap
@@ -322,6 +328,7 @@ impl ErrorCode {
             ErrorCode::PartitionNotAssigned => "partition_not_assigned",
             ErrorCode::PartitionNotFound => "partition_not_found",
             ErrorCode::ProducerFenced => "producer_fenced",
+            ErrorCode::ProducerNotFound => "producer_not_found",
             ErrorCode::RecordTooLarge => "record_too_large",
             ErrorCode::RequestTooLarge => "request_too_large",
             ErrorCode::SequenceGap => "sequence_gap",

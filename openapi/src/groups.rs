@@ -38,13 +38,16 @@ pub enum AutoOffsetResetName {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JoinGroupRequest {
-    /// Topics to read.
+    /// Topics to read (at least one).
+    #[schema(min_items = 1)]
     pub topics: Vec<String>,
-    /// Evicted after this long without a heartbeat (default 45000, bounded by the server).
+    /// Evicted after this long without a heartbeat (default 45000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1000, maximum = 1800000)]
     pub session_timeout_ms: Option<u64>,
     /// Evicted after this long without a fetch, even while heartbeating (default 300000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 86400000)]
     pub max_poll_interval_ms: Option<u64>,
     /// Assignment strategy; all members of a group use the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -39,7 +39,7 @@ pub use records::{
     Acks, FetchQuery, FetchResponse, FetchedRecord, ProduceQuery, ProduceRecord, ProduceRequest,
     ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
-pub use streams::{StreamEnd, StreamEndReason, StreamPing};
+pub use streams::{MemberStreamData, PartitionStreamData, StreamEnd, StreamEndReason, StreamPing};
 pub use topics::{
     AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, ConfigUpdateValue,
     ConfigValue, CreateTopicRequest, PartitionDescription, SegmentInfo, SegmentList,

@@ -24,7 +24,7 @@ pub struct ProducerIdentity {
     #[schema(minimum = 0)]
     pub producer_id: i64,
     /// Epoch of this session; a higher epoch for the same id fences this one.
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 32767)]
     pub producer_epoch: i16,
 }
 

@@ -154,7 +154,7 @@ pub struct ProducerFields {
     pub producer_id: i64,
     /// Producer epoch from `POST /v1/producers`. A request with an epoch older than the
     /// newest one for this id is rejected with 409 `producer_fenced`.
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 32767)]
     pub producer_epoch: i16,
     /// For each partition this request writes to (the partition number as a string, since JSON
     /// object keys are strings), the sequence number of that partition's first record in this

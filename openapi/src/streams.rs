@@ -46,3 +46,41 @@ pub struct StreamEnd {
     /// Human-readable explanation.
     pub message: String,
 }
+
+/// The `data` of one event of a partition stream (`GET .../partitions/{p}/records` with
+/// `Accept: text/event-stream`), by event name: `records` a `FetchResponse` (id: the next
+/// offset, so `Last-Event-ID` resumes after it); `ping` a `StreamPing`; `end` a `StreamEnd`
+/// (the stream then closes); `server_error` an `ErrorBody` (the stream then closes; reconnect
+/// only if `retryable`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum PartitionStreamData {
+    /// `records`.
+    Records(crate::FetchResponse),
+    /// `end`.
+    End(StreamEnd),
+    /// `server_error`.
+    ServerError(crate::ErrorBody),
+    /// `ping`.
+    Ping(StreamPing),
+}
+
+/// The `data` of one event of a group member's stream (`GET .../members/{m}/records` with
+/// `Accept: text/event-stream`), by event name: `records` a `MemberFetchResponse` (id: the
+/// positions after it, `topic:partition:offset,...`; a reconnect with that `Last-Event-ID` in the
+/// same generation reads on exactly from there); `ping` a `StreamPing`; `rebalance` an
+/// `ErrorBody` (the generation moved on: heartbeat or join, then open a new stream with the new
+/// generation; a reconnect with the old one gets 409); `end` a `StreamEnd`; `server_error` an
+/// `ErrorBody`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum MemberStreamData {
+    /// `records`.
+    Records(crate::MemberFetchResponse),
+    /// `end`.
+    End(StreamEnd),
+    /// `rebalance` and `server_error`.
+    Error(crate::ErrorBody),
+    /// `ping`.
+    Ping(StreamPing),
+}

@@ -83,9 +83,10 @@ pub struct CreateTopicRequest {
     /// reserved for internal topics.
     #[schema(min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")]
     pub name: String,
-    /// Number of partitions, from 1 to the server's limit. Absent: the server's default.
+    /// Number of partitions, from 1 to the server's `max_partitions_per_topic` (1024 unless
+    /// the operator changed it). Absent: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 1024)]
     pub partitions: Option<u32>,
     /// Topic configs by Kafka name with underscores (`retention_ms`, `retention_bytes`,
     /// `segment_bytes`, `segment_ms`, `cleanup_policy`, `delete_retention_ms`,
@@ -209,9 +210,10 @@ pub struct UpdateTopicConfigsRequest {
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"partitions": 6})))]
 pub struct AddPartitionsRequest {
-    /// The new total partition count; must be greater than the current count. Partitions
+    /// The new total partition count; must be greater than the current count and at most the
+    /// server's `max_partitions_per_topic` (1024 unless the operator changed it). Partitions
     /// cannot be removed.
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 1024)]
     pub partitions: u32,
 }
 

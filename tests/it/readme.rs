@@ -15,8 +15,14 @@ fn tour_blocks(readme: &str) -> Vec<String> {
             continue;
         }
         let fence = lines.next().unwrap_or_default();
-        assert!(fence.starts_with("```bash"), "a tour block is a bash block: {fence}");
-        let block: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
+        assert!(
+            fence.starts_with("```bash"),
+            "a tour block is a bash block: {fence}"
+        );
+        let block: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("```"))
+            .collect();
         blocks.push(block.join("\n"));
     }
     blocks
@@ -42,7 +48,10 @@ fn the_readme_curl_tour_runs_as_written() {
     let tour = blocks.join("\n");
     assert!(tour.contains("S=http://localhost:8080"), "the tour sets S");
     let server = Server::start_default();
-    let tour = tour.replace("S=http://localhost:8080", &format!("S={}", server.base_url()));
+    let tour = tour.replace(
+        "S=http://localhost:8080",
+        &format!("S={}", server.base_url()),
+    );
     let calls = tour.matches("curl -").count();
     let work = tempfile::tempdir().unwrap();
     let output = Command::new("bash")

@@ -260,3 +260,35 @@ async fn create_existing_topic_returns_conflict() {
     let described = api.get_json("/v1/topics/dup").await;
     assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn object_lock_configs_are_refused_on_the_local_folder_store_which_cannot_lock() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    let create = api
+        .post(
+            "/v1/topics",
+            &json!({"name": "worm", "configs": {"remote_storage_enable": true,
+                    "remote_object_lock_mode": "compliance", "remote_object_lock_days": 30}}),
+        )
+        .await;
+    let body = expect_error(create, 422, "invalid_config").await;
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("local folder"),
+        "{body}"
+    );
+    api.create_topic("plain", 1).await;
+    let update = api
+        .client
+        .patch(api.url("/v1/topics/plain/configs"))
+        .json(&json!({"configs": {"remote_object_lock_days": 7}}))
+        .send()
+        .await
+        .unwrap();
+    expect_error(update, 422, "invalid_config").await;
+    let listed = api.get_json("/v1/topics").await;
+    assert!(!listed.to_string().contains("worm"), "nothing was created");
+}

@@ -58,6 +58,12 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         false,
     ),
     (ErrorCode::ProducerFenced, "producer_fenced", 409, false),
+    (
+        ErrorCode::ProducerNotFound,
+        "producer_not_found",
+        404,
+        false,
+    ),
     (ErrorCode::RecordTooLarge, "record_too_large", 413, false),
     (ErrorCode::RequestTooLarge, "request_too_large", 413, false),
     (ErrorCode::SequenceGap, "sequence_gap", 409, false),

@@ -6,19 +6,170 @@ use axum::extract::FromRequest;
 use axum::extract::FromRequestParts;
 use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use strata_openapi::ErrorCode;
 
 use super::error::ApiError;
 
-/// A JSON body.
-#[derive(Debug, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON body: `Content-Type: application/json` (or `+json`), a JSON object, decoded into
+/// `T`. Integral floats (`5.0`) count as integers, since JSON has one number type and JSON
+/// Schema's `integer` matches them.
+#[derive(Debug)]
 pub struct ApiJson<T>(pub T);
 
-/// Query parameters.
-#[derive(Debug, FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let is_json = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|m| m.trim().to_ascii_lowercase())
+            .is_some_and(|m| m == "application/json" || m.ends_with("+json"));
+        if !is_json {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "expected a JSON body with Content-Type: application/json",
+            ));
+        }
+        let body = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(ApiError::from)?;
+        parse_json(&body).map(ApiJson)
+    }
+}
+
+/// Decodes a JSON object body into `T` (see [`ApiJson`]).
+///
+/// # Errors
+/// 400 `bad_json` when the body is not a JSON object of the expected shape.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let bad = |e: &dyn std::fmt::Display| {
+        ApiError::new(ErrorCode::BadJson, format!("invalid JSON body: {e}"))
+    };
+    // serde would also read a struct from an array of its fields: a body is an object.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::new(
+            ErrorCode::BadJson,
+            "invalid JSON body: the body must be a JSON object",
+        ));
+    }
+    if has_long_digit_run(body) {
+        let value: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+        if exceeds_int64(&value) {
+            return Err(ApiError::new(
+                ErrorCode::BadJson,
+                "invalid JSON body: integers are at most 9223372036854775807 (int64)",
+            ));
+        }
+    }
+    match serde_json::from_slice::<T>(body) {
+        Ok(value) => Ok(value),
+        Err(first) => {
+            let Ok(mut value) = serde_json::from_slice::<Value>(body) else {
+                return Err(bad(&first));
+            };
+            if !integral_floats_to_integers(&mut value) {
+                return Err(bad(&first));
+            }
+            serde_json::from_value(value).map_err(|e| bad(&e))
+        }
+    }
+}
+
+/// Whether `text` is a decimal integer above `i64::MAX`.
+fn above_int64(text: &str) -> bool {
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    digits.len() >= 19
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits
+            .parse::<u128>()
+            .map_or(true, |n| n > i64::MAX as u128)
+}
+
+/// Whether `body` holds 19 or more digits in a row: only then can a number exceed int64, so
+/// only then is the body parsed twice.
+fn has_long_digit_run(body: &[u8]) -> bool {
+    let mut run = 0;
+    for byte in body {
+        run = if byte.is_ascii_digit() { run + 1 } else { 0 };
+        if run >= 19 {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether any number in `value` is an integer above `i64::MAX`.
+fn exceeds_int64(value: &Value) -> bool {
+    match value {
+        Value::Number(number) => number.is_u64() && number.as_i64().is_none(),
+        Value::Array(items) => items.iter().any(exceeds_int64),
+        Value::Object(fields) => fields.values().any(exceeds_int64),
+        _ => false,
+    }
+}
+
+/// Rewrites every float with no fractional part (within the exactly representable range) as
+/// an integer; returns whether it changed anything.
+fn integral_floats_to_integers(value: &mut Value) -> bool {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let Some(float) = number.as_f64() else {
+                return false;
+            };
+            if float.fract() != 0.0 || float.abs() > 9.0e15 {
+                return false;
+            }
+            *value = if float < 0.0 {
+                Value::from(float as i64)
+            } else {
+                Value::from(float as u64)
+            };
+            true
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, v| integral_floats_to_integers(v) | changed),
+        Value::Object(fields) => fields
+            .values_mut()
+            .fold(false, |changed, v| integral_floats_to_integers(v) | changed),
+        _ => false,
+    }
+}
+
+/// Query parameters. Numbers above 2^63-1 are refused: every integer of the API is a Kafka
+/// int64 at most (offsets, timestamps, durations), as the OpenAPI document says.
+#[derive(Debug)]
 pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        if let Some(pair) = query
+            .split('&')
+            .find(|pair| pair.split('=').nth(1).is_some_and(above_int64))
+        {
+            return Err(ApiError::new(
+                ErrorCode::BadQuery,
+                format!("{pair}: integers are at most 9223372036854775807 (int64)"),
+            ));
+        }
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(value)| ApiQuery(value))
+            .map_err(ApiError::from)
+    }
+}
 
 /// Path parameters.
 #[derive(Debug, FromRequestParts)]
@@ -75,5 +226,48 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
             .await
             .map(ApiBytes)
             .map_err(ApiError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        count: u32,
+        nested: Option<Vec<u64>>,
+    }
+
+    #[test]
+    fn integral_floats_are_integers_and_fractions_are_not() {
+        let body: Body = parse_json(br#"{"count": 3.0, "nested": [1.0, 2]}"#).unwrap();
+        assert_eq!(
+            body,
+            Body {
+                count: 3,
+                nested: Some(vec![1, 2])
+            }
+        );
+        for bad in [
+            &br#"{"count": 3.5}"#[..],
+            br#"{"count": -1.0}"#,
+            br#"[3, null]"#,
+            br#"  [3]"#,
+            br#"{"count": 1e300}"#,
+            br#"{"count": 1, "nested": [9223372036854775808]}"#,
+            b"not json",
+        ] {
+            let error = parse_json::<Body>(bad).unwrap_err();
+            assert_eq!(
+                error.code(),
+                ErrorCode::BadJson,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -50,7 +50,19 @@ enum Format {
 /// Starts at `offset`, or at the first record with timestamp `>= timestamp`, or at the log start.
 /// Offsets below the log start or above the high watermark get 416 `offset_out_of_range` with the
 /// valid range. Returns whole records up to `max_bytes` of stored batches (at least one batch) and
-/// `max_records`.
+/// `max_records`. A corrupt batch after some good ones ends the answer early (`next_offset` is the
+/// corrupt batch); a fetch that starts at it gets 500 `corrupt`.
+///
+/// **NDJSON** (`application/x-ndjson`): one record per line; when the read stopped at a corrupt
+/// batch after some records, the last line is the error body (`{"error": ...}`).
+///
+/// **SSE** (`text/event-stream`) follows the tail. The first message sets `retry: 1000`. Events
+/// (each `data` is one JSON document, see `PartitionStreamData`): `records` (a `FetchResponse`;
+/// `id` = the next offset, so a reconnect's `Last-Event-ID` resumes exactly), `ping` (data `{}`,
+/// while idle), `end` (a `StreamEnd`: the topic was deleted, or the server is shutting down),
+/// `server_error` (an `ErrorBody`; the stream closes, and a reconnect gets the error's status,
+/// so a browser's EventSource stops instead of looping). Server errors are not named `error`,
+/// which browsers use for their own connection failures.
 #[utoipa::path(get, path = "/v1/topics/{topic}/partitions/{partition}/records", tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), FetchQuery,
@@ -59,13 +71,22 @@ enum Format {
         (status = 200, description = "Records", content(
             (FetchResponse = "application/json"),
             (FetchedRecord = "application/x-ndjson"),
-            (String = "text/event-stream"),
+            (strata_openapi::PartitionStreamData = "text/event-stream"),
             (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches"))),
-        (status = 400, description = "Bad path or query", body = ErrorBody),
-        (status = 404, description = "No such topic or partition", body = ErrorBody),
-        (status = 406, description = "Unsupported Accept", body = ErrorBody),
-        (status = 416, description = "Offset out of range", body = ErrorBody),
-        (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
+        (status = 400, description = "Bad path or query", body = ErrorBody,
+            example = json!({"error": {"code": "bad_query", "message": "max_records: invalid digit found in string", "retryable": false}})),
+        (status = 404, description = "No such topic or partition", body = ErrorBody,
+            example = json!({"error": {"code": "topic_not_found", "message": "topic orders not found", "retryable": false}})),
+        (status = 406, description = "Unsupported Accept", body = ErrorBody,
+            example = json!({"error": {"code": "not_acceptable", "message": "Accept must allow one of application/json, ...", "retryable": false}})),
+        (status = 416, description = "Offset out of range", body = ErrorBody,
+            example = json!({"error": {"code": "offset_out_of_range", "message": "offset 120 is out of range: valid offsets are 100 to 118 (the high watermark)", "retryable": false, "earliest_offset": 100, "latest_offset": 118}})),
+        (status = 422, description = "Both offset and timestamp", body = ErrorBody,
+            example = json!({"error": {"code": "invalid", "message": "give offset or timestamp, not both", "retryable": false}})),
+        (status = 500, description = "The batch at the offset failed validation (`corrupt`)", body = ErrorBody,
+            example = json!({"error": {"code": "corrupt", "message": "stored data failed validation", "retryable": false}})),
+        (status = 503, description = "Storage unavailable; retry", body = ErrorBody,
+            example = json!({"error": {"code": "storage_unavailable", "message": "storage is unavailable; retry later", "retryable": true}})),
     ))]
 pub async fn fetch(
     State(state): State<AppState>,
@@ -78,7 +99,7 @@ pub async fn fetch(
     let log = Arc::new(state.tiered_log(&topic, partition).await?);
     if query.offset.is_some() && query.timestamp.is_some() {
         return Err(ApiError::new(
-            ErrorCode::BadQuery,
+            ErrorCode::Invalid,
             "give offset or timestamp, not both",
         ));
     }

@@ -117,7 +117,7 @@ fn member_assignment(view: MemberView) -> MemberAssignment {
 /// right away (partitions still held by other members follow once they acknowledge, so
 /// heartbeat while `rebalancing` is true).
 #[utoipa::path(post, path = "/v1/groups/{group}/members", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = JoinGroupRequest,
     responses(
         (status = 200, description = "Joined", body = MemberAssignment),
@@ -170,7 +170,7 @@ pub async fn join(
 /// Sending the current generation acknowledges it, which releases partitions this member no
 /// longer owns to their new owners.
 #[utoipa::path(post, path = "/v1/groups/{group}/members/{member}/heartbeat", tag = "groups",
-    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     request_body = HeartbeatRequest,
     responses(
         (status = 200, description = "Current generation and assignment", body = MemberAssignment),
@@ -194,7 +194,7 @@ pub async fn heartbeat(
 
 /// Leave the group now (its partitions move without waiting for the session timeout).
 #[utoipa::path(delete, path = "/v1/groups/{group}/members/{member}", tag = "groups",
-    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     responses(
         (status = 204, description = "Left"),
         (status = 409, description = "Unknown member", body = ErrorBody),
@@ -216,14 +216,18 @@ pub async fn leave(
 /// committed offset, or `auto_offset_reset` when there is none (or retention deleted it). Nothing
 /// is committed implicitly; `commit=true` commits what the previous fetch returned before
 /// reading (at-least-once). With `Accept: text/event-stream` the records stream as SSE `records`
-/// events until a rebalance takes partitions away, which ends the stream with a `rebalance`
-/// event.
+/// events (see `MemberStreamData`) until a rebalance takes partitions away, which ends the stream
+/// with a `rebalance` event. Each `records` event's `id` holds the positions after it, so a
+/// reconnect with `Last-Event-ID` in the same generation reads on exactly where the client got
+/// to. Browser flow after `rebalance`: close the EventSource (its reconnect would carry the old
+/// generation and get 409), heartbeat until `rebalancing` is false, then open a new EventSource
+/// with the new generation.
 #[utoipa::path(get, path = "/v1/groups/{group}/members/{member}/records", tag = "groups",
-    params(("group" = String, Path, description = "Group id"), ("member" = String, Path, description = "Member id"), MemberFetchQuery),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id"), MemberFetchQuery),
     responses(
         (status = 200, description = "Records and positions", content(
             (MemberFetchResponse = "application/json"),
-            (String = "text/event-stream"))),
+            (strata_openapi::MemberStreamData = "text/event-stream"))),
         (status = 400, description = "Bad query", body = ErrorBody),
         (status = 409, description = "Unknown member, stale generation, or no valid offset with auto_offset_reset=none", body = ErrorBody),
     ))]
@@ -511,7 +515,7 @@ fn member_stream(
 /// `generation`) that owns every partition in it; a zombie's commit gets 409 and changes nothing.
 /// Acknowledged after the commit is durable.
 #[utoipa::path(post, path = "/v1/groups/{group}/offsets", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = CommitOffsetsRequest,
     responses(
         (status = 200, description = "Committed; the group's offsets", body = GroupOffsets),
@@ -604,7 +608,7 @@ fn known(state: &AppState, group: &str) -> Result<(), ApiError> {
 
 /// A group's committed offsets.
 #[utoipa::path(get, path = "/v1/groups/{group}/offsets", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "Committed offsets", body = GroupOffsets),
         (status = 404, description = "No such group", body = ErrorBody),
@@ -619,7 +623,7 @@ pub async fn get_offsets(
 
 /// Delete every committed offset of a group that has no live members.
 #[utoipa::path(delete, path = "/v1/groups/{group}/offsets", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such group", body = ErrorBody),
@@ -646,7 +650,7 @@ pub async fn delete_offsets(
 /// Move a group's committed offsets: to the earliest or latest offset, a timestamp, an exact
 /// offset, or shifted by N. Only while the group has no live members, unless `force`.
 #[utoipa::path(post, path = "/v1/groups/{group}/offsets/reset", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = ResetOffsetsRequest,
     responses(
         (status = 200, description = "The group's offsets after the reset", body = GroupOffsets),
@@ -737,7 +741,7 @@ pub async fn reset_offsets(
 /// `auto_offset_reset`); `basis` says which. Ages are read like fetches, so a committed offset
 /// that only tiered storage still holds has a real age too.
 #[utoipa::path(get, path = "/v1/groups/{group}/lag", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "Lag", body = GroupLag),
         (status = 404, description = "No such group", body = ErrorBody),
@@ -848,7 +852,7 @@ pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
 
 /// Describe a group: state, generation, members with their assignments, recent evictions.
 #[utoipa::path(get, path = "/v1/groups/{group}", tag = "groups",
-    params(("group" = String, Path, description = "Group id")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "The group", body = GroupDescription),
         (status = 404, description = "No such group", body = ErrorBody),

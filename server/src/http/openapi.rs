@@ -17,7 +17,7 @@ use super::AppState;
             a stable snake_case `code`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    servers((url = "http://localhost:8080", description = "A local server on its defaults")),
+    servers((url = "/", description = "The server that serves this document")),
     paths(
         super::health::healthz,
         super::health::readyz,
@@ -64,10 +64,67 @@ use super::AppState;
 )]
 pub struct ApiDoc;
 
+/// The document: the annotations, plus what only the server knows exactly (every topic
+/// config key with its type and bounds, from `topics::config`), as JSON.
+pub fn document() -> serde_json::Value {
+    let mut value = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    for (schema, nullable) in [
+        ("CreateTopicRequest", false),
+        ("TopicDescription", false),
+        ("UpdateTopicConfigsRequest", true),
+    ] {
+        if let Some(configs) = value
+            .pointer_mut(&format!("/components/schemas/{schema}/properties/configs"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            let description = configs.get("description").cloned();
+            let mut precise = crate::topics::config::TopicConfig::json_schema(nullable);
+            if let (Some(description), Some(precise)) = (description, precise.as_object_mut()) {
+                precise.insert("description".into(), description);
+            }
+            *configs = precise.as_object().cloned().unwrap_or_default();
+        }
+    }
+    declare_unsigned_bounds(&mut value);
+    // A commit from a member names both; one without the other is refused.
+    if let Some(commit) = value
+        .pointer_mut("/components/schemas/CommitOffsetsRequest")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        commit.insert(
+            "anyOf".into(),
+            serde_json::json!([
+                {"required": ["member_id", "generation"]},
+                {"properties": {"member_id": {"not": {}}, "generation": {"not": {}}}}
+            ]),
+        );
+    }
+    value
+}
+
+/// utoipa declares `u32` as `int32` with minimum 0, but the server takes every `u32`: declare
+/// it as an `int64` of at most 2^32-1. `u64` stays `int64` (the server refuses integers above
+/// 2^63-1, Kafka's int64 offsets and times).
+fn declare_unsigned_bounds(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            let unsigned_int32 = fields.get("format").and_then(|f| f.as_str()) == Some("int32")
+                && fields.get("minimum").and_then(serde_json::Value::as_i64) == Some(0)
+                && !fields.contains_key("maximum");
+            if unsigned_int32 {
+                fields.insert("format".into(), "int64".into());
+                fields.insert("maximum".into(), u32::MAX.into());
+            }
+            fields.values_mut().for_each(declare_unsigned_bounds);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(declare_unsigned_bounds),
+        _ => {}
+    }
+}
+
 /// The document as pretty JSON, as checked in at `openapi/openapi.json`.
 pub fn spec_json() -> String {
-    let mut text = ApiDoc::openapi()
-        .to_pretty_json()
+    let mut text = serde_json::to_string_pretty(&document())
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
@@ -75,5 +132,5 @@ pub fn spec_json() -> String {
 
 /// `/openapi.json` and `/docs`.
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+    Router::new().merge(SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", document()))
 }

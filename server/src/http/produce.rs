@@ -132,13 +132,11 @@ pub async fn produce_to_partition(
         "application/json" => {
             if query.expected_offset.is_some() {
                 return Err(ApiError::new(
-                    ErrorCode::BadQuery,
+                    ErrorCode::Invalid,
                     "for JSON bodies, put expected_offset in the body",
                 ));
             }
-            let request: ProduceRequest = serde_json::from_slice(&body).map_err(|e| {
-                ApiError::new(ErrorCode::BadJson, format!("invalid JSON body: {e}"))
-            })?;
+            let request: ProduceRequest = super::extract::parse_json(&body)?;
             if let Some(bad) = request
                 .records
                 .iter()

@@ -19,8 +19,9 @@ use crate::producers::ProducerRegistryError;
         (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 404, description = "A producer id this server never issued (`producer_not_found`)", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
-        (status = 422, description = "Unknown producer id (`invalid_producer`)", body = ErrorBody),
+        (status = 422, description = "The id's epochs are used up (`invalid_producer`)", body = ErrorBody),
         (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn init_producer(
@@ -32,9 +33,13 @@ pub async fn init_producer(
             producer_id,
             producer_epoch,
         })),
-        Err(
-            error @ (ProducerRegistryError::Unknown(_) | ProducerRegistryError::EpochExhausted(_)),
-        ) => Err(ApiError::new(ErrorCode::InvalidProducer, error.to_string())),
+        Err(error @ ProducerRegistryError::Unknown(_)) => Err(ApiError::new(
+            ErrorCode::ProducerNotFound,
+            error.to_string(),
+        )),
+        Err(error @ ProducerRegistryError::EpochExhausted(_)) => {
+            Err(ApiError::new(ErrorCode::InvalidProducer, error.to_string()))
+        }
         Err(error @ ProducerRegistryError::Io(_)) => {
             Err(ApiError::internal(ErrorCode::StorageUnavailable, &error))
         }

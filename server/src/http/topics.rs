@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use strata_openapi::{
     AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, CreateTopicRequest,
-    ErrorBody, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation, TopicDescription,
-    TopicList, TopicSummary, UpdateTopicConfigsRequest,
+    ErrorBody, ErrorCode, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation,
+    TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
 };
 
 use super::AppState;
@@ -35,6 +35,7 @@ pub async fn create_topic(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
+    refuse_lock_without_worm(&state, &request.configs)?;
     let partitions = request.partitions.unwrap_or(1);
     let topic = state
         .catalog
@@ -93,6 +94,7 @@ pub async fn update_configs(
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<UpdateTopicConfigsRequest>,
 ) -> Result<Json<TopicDescription>, ApiError> {
+    refuse_lock_without_worm(&state, &request.configs)?;
     let topic = state
         .catalog
         .update_configs(&topic, &request.configs)
@@ -227,6 +229,29 @@ pub async fn list_segments(
         tiered: manifest.is_some(),
         cache,
     }))
+}
+
+/// 422 `invalid_config` for Object Lock settings on a store that cannot lock objects: a topic
+/// must not look protected (WORM) when nothing protects it.
+fn refuse_lock_without_worm(
+    state: &AppState,
+    configs: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Result<(), ApiError> {
+    let locks = configs
+        .get("remote_object_lock_days")
+        .and_then(|v| {
+            v.as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+        .is_some_and(|days| days > 0.0);
+    if locks && !state.tiering.can_lock_objects() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidConfig,
+            "remote_object_lock_days: the tiered store is a local folder, which cannot lock \
+             objects (WORM); use an S3 bucket with Object Lock enabled",
+        ));
+    }
+    Ok(())
 }
 
 /// The API view of a topic.

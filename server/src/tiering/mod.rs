@@ -201,6 +201,11 @@ impl std::fmt::Debug for Tiering {
 }
 
 impl Tiering {
+    /// Whether the store can lock objects (S3 Object Lock); a local folder cannot.
+    pub fn can_lock_objects(&self) -> bool {
+        self.lock.is_some()
+    }
+
     /// Opens the store (default: `data_dir/tiered`), checks that it honours conditional writes
     /// and, for S3, connects the Object Lock client.
     ///

@@ -441,6 +441,69 @@ impl TopicConfig {
         map
     }
 
+    /// The JSON Schema of a config map (every key with its type and bounds; unknown keys are
+    /// refused), for the OpenAPI document. `nullable`: an update, where `null` resets a key.
+    pub fn json_schema(nullable: bool) -> Value {
+        let typed = |kind: &str, mut schema: serde_json::Map<String, Value>| {
+            let kinds = if nullable {
+                serde_json::json!([kind, "null"])
+            } else {
+                Value::from(kind)
+            };
+            schema.insert("type".into(), kinds);
+            Value::Object(schema)
+        };
+        let mut properties = serde_json::Map::new();
+        for rule in &INT_RULES {
+            let mut schema = serde_json::Map::new();
+            schema.insert("minimum".into(), Value::from(rule.min));
+            schema.insert("maximum".into(), Value::from(rule.max));
+            properties.insert(rule.key.into(), typed("integer", schema));
+        }
+        let enumerated = |values: &[&str]| {
+            let mut schema = serde_json::Map::new();
+            let mut values: Vec<Value> = values.iter().map(|v| Value::from(*v)).collect();
+            if nullable {
+                values.push(Value::Null);
+            }
+            schema.insert("enum".into(), Value::Array(values));
+            typed("string", schema)
+        };
+        properties.insert(
+            "cleanup_policy".into(),
+            enumerated(&["delete", "compact", "compact,delete"]),
+        );
+        properties.insert(
+            "message_timestamp_type".into(),
+            enumerated(&["CreateTime", "LogAppendTime"]),
+        );
+        properties.insert(
+            "compression_type".into(),
+            enumerated(&["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]),
+        );
+        properties.insert(
+            "remote_object_lock_mode".into(),
+            enumerated(&["governance", "compliance"]),
+        );
+        properties.insert(
+            "remote_storage_enable".into(),
+            typed("boolean", serde_json::Map::new()),
+        );
+        let mut ratio = serde_json::Map::new();
+        ratio.insert("minimum".into(), Value::from(0.0));
+        ratio.insert("maximum".into(), Value::from(1.0));
+        properties.insert("min_cleanable_dirty_ratio".into(), typed("number", ratio));
+        debug_assert_eq!(properties.len(), Self::KEYS.len(), "every key has a schema");
+        serde_json::json!({
+            "type": "object",
+            "description": "Topic configs: Kafka's topic settings with `_` for `.`. Unknown keys \
+                are rejected with every problem listed (`invalid_config`), as are values out of \
+                range and combinations that contradict each other.",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+
     /// Checks every bound and cross-field rule; for configs that did not come through
     /// [`TopicConfig::apply`], such as ones loaded from disk.
     pub fn validate(&self) -> Result<(), ConfigErrors> {
