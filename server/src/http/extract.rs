@@ -122,7 +122,7 @@ fn integral_floats_to_integers(value: &mut Value) -> bool {
             let Some(float) = number.as_f64() else {
                 return false;
             };
-            if float.fract() != 0.0 || float.abs() > 9.0e15 {
+            if float.fract() != 0.0 || float.abs() >= i64::MAX as f64 {
                 return false;
             }
             *value = if float < 0.0 {

@@ -715,7 +715,7 @@ fn parse_int(value: &Value) -> Option<i64> {
         // JSON has one number type: 5.0 is the integer 5 (as JSON Schema's `integer` says).
         Value::Number(n) => n.as_i64().or_else(|| {
             n.as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .filter(|f| f.fract() == 0.0 && f.abs() < i64::MAX as f64)
                 .map(|f| f as i64)
         }),
         Value::String(s) => s.trim().parse().ok(),
