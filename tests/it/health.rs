@@ -2,14 +2,13 @@
 //! and `/readyz` 503 with the step, the API 503 `unavailable`; then ready. A full data disk is
 //! named as such (`disk_full`, `Retry-After`, `/readyz`) and clears by itself.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use strata_server::clock::ManualClock;
 use strata_server::config::Config;
 use strata_server::server::{StartHooks, run_with};
-use strata_tests::{Api, Server, ServerOptions, eventually, expect_error};
+use strata_tests::{Api, Server, ServerOptions, Tmpfs, eventually, expect_error};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -93,43 +92,18 @@ async fn the_binary_prints_listening_only_once_ready_and_logs_the_open_file_limi
     );
 }
 
-/// A tmpfs of `size` mounted for the test (CI runs as root).
-struct Tmpfs(tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(size: &str) -> Tmpfs {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("running mount(8)");
-        assert!(
-            status.success(),
-            "mounting a tmpfs needs root (CI runs as root)"
-        );
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
-    }
-}
-
 #[tokio::test]
 async fn a_full_disk_is_reported_as_disk_full_and_clears_when_space_returns() {
     let disk = Tmpfs::mount("6m");
-    let data = disk.0.path().join("data");
+    let data = disk.path().join("data");
     let server = Server::start(ServerOptions {
         data_dir: Some(data.clone()),
         ..ServerOptions::default()
     });
     let api = Api::new(&server);
     api.create_topic("filling", 1).await;
-    let filler = disk.0.path().join("filler");
-    let free = strata_server::io::space::available_bytes(disk.0.path()).unwrap();
+    let filler = disk.path().join("filler");
+    let free = strata_server::io::space::available_bytes(disk.path()).unwrap();
     std::fs::write(
         &filler,
         vec![0u8; usize::try_from(free).unwrap() - 200 * 1024],

@@ -7,6 +7,7 @@
 mod cleaning;
 mod corruption;
 mod crash;
+mod disk_full;
 mod errors;
 mod groups;
 mod health;

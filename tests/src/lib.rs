@@ -602,6 +602,41 @@ pub async fn ok_json(response: reqwest::Response) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// A tmpfs of a fixed size mounted for a test, so that a disk can really fill up (mounting
+/// needs root, which CI has). Unmounted on drop.
+pub struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`mount -o size=...`, such as `"1m"`).
+    ///
+    /// # Panics
+    /// When mount(8) fails, for example without root.
+    pub fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("running mount(8)");
+        assert!(
+            status.success(),
+            "mounting a tmpfs needs root (CI runs as root)"
+        );
+        Tmpfs(dir)
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
 /// One server-sent event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SseEvent {

@@ -329,6 +329,15 @@ mod tests {
     use crate::io::{Io, IoBackendChoice};
     use crate::log::LogConfig;
 
+    /// The offsets partition in `dir`, opened (again).
+    async fn open_log(dir: &std::path::Path, io: &Io) -> Arc<Partition> {
+        Arc::new(
+            Partition::open(dir, LogConfig::default(), io.clone(), ManualClock::new(0))
+                .await
+                .unwrap(),
+        )
+    }
+
     fn commit(topic: &str, partition: u32, offset: u64) -> Commit {
         Commit {
             topic: topic.into(),
@@ -342,18 +351,7 @@ mod tests {
     async fn commits_survive_restart_and_deletes_are_tombstones() {
         let dir = tempfile::tempdir().unwrap();
         let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
-        let open = || async {
-            Arc::new(
-                Partition::open(
-                    dir.path(),
-                    LogConfig::default(),
-                    io.clone(),
-                    ManualClock::new(0),
-                )
-                .await
-                .unwrap(),
-            )
-        };
+        let open = || open_log(dir.path(), &io);
         let log = open().await;
         let store = OffsetStore::open(Arc::clone(&log)).await.unwrap();
         store
@@ -382,18 +380,7 @@ mod tests {
     async fn a_record_that_is_not_a_commit_is_skipped_and_the_rest_load() {
         let dir = tempfile::tempdir().unwrap();
         let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
-        let open = || async {
-            Arc::new(
-                Partition::open(
-                    dir.path(),
-                    LogConfig::default(),
-                    io.clone(),
-                    ManualClock::new(0),
-                )
-                .await
-                .unwrap(),
-            )
-        };
+        let open = || open_log(dir.path(), &io);
         let log = open().await;
         let store = OffsetStore::open(Arc::clone(&log)).await.unwrap();
         store.commit("g1", &[commit("t", 0, 5)], 100).await.unwrap();

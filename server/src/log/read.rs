@@ -275,17 +275,7 @@ pub fn choose_batches(
                 };
                 continue;
             }
-            if chosen_from.is_none() {
-                chosen_from = choose_first(&accepted, offset)?;
-            }
-            if let Some(from) = chosen_from
-                && budget_reached(&accepted, from, max_bytes)
-            {
-                break;
-            }
-            continue;
-        }
-        if fits(floor) {
+        } else if fits(floor) {
             pending_bad = None;
             accepted.push(walked);
         } else if let Some(&suspect) = accepted.last()

@@ -1,44 +1,13 @@
-//! A real full disk: the partition lives on a tiny tmpfs mounted for this test (CI runs as root).
-//! Appends fail with ENOSPC while it is full, nothing partial becomes readable, and appends
-//! succeed again once space is freed, on both I/O backends.
-#![allow(clippy::unwrap_used)]
-
-use std::path::Path;
-use std::process::Command;
+//! A real full disk at the engine level: the partition lives on a tiny tmpfs mounted for this
+//! test (CI runs as root). Appends fail with ENOSPC while it is full, nothing partial becomes
+//! readable, and appends succeed again once space is freed, on both I/O backends.
 
 use bytes::Bytes;
 use strata_server::clock::ManualClock;
 use strata_server::io::{Io, IoBackendChoice};
 use strata_server::log::batch::{BatchOptions, NewRecord, encode_batch};
 use strata_server::log::{Acks, AppendError, LogConfig, Partition, RecordBatch};
-
-struct TmpfsMount(tempfile::TempDir);
-
-impl TmpfsMount {
-    fn new(size: &str) -> TmpfsMount {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("running mount(8)");
-        assert!(
-            status.success(),
-            "mounting a tmpfs needs root (CI runs as root)"
-        );
-        TmpfsMount(dir)
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for TmpfsMount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
-    }
-}
+use strata_tests::Tmpfs;
 
 fn batch(value_len: usize) -> RecordBatch {
     let record = NewRecord {
@@ -58,7 +27,7 @@ fn a_full_disk_fails_appends_cleanly_and_they_resume_when_space_returns() {
         .unwrap();
     for choice in [IoBackendChoice::Sync, IoBackendChoice::Uring] {
         runtime.block_on(async {
-            let mount = TmpfsMount::new("1m");
+            let mount = Tmpfs::mount("1m");
             // A filler file that takes most of the space, deleted later to "free the disk".
             let filler = mount.path().join("filler");
             std::fs::write(&filler, vec![0u8; 700 * 1024]).unwrap();
