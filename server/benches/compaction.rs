@@ -7,6 +7,8 @@
 //!   against the same appends while the same bytes are plain-copied (what any writer costs).
 //!
 //! Run: `cargo bench -p strata-server --bench compaction`. `STRATA_BENCH_IO` picks the backend.
+// Benchmarks measure wall-clock time.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

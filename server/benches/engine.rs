@@ -6,6 +6,8 @@
 //!   into its own buffer, against a plain `read` loop over the same segment files.
 //!
 //! `STRATA_BENCH_IO=sync|io_uring|auto` picks the engine's I/O backend (default auto).
+// Benchmarks measure wall-clock time.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
 use std::path::Path;

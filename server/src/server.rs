@@ -214,6 +214,8 @@ pub async fn run_with_clock(
 ///
 /// # Errors
 /// See [`StartError`].
+// The shutdown deadline is a timer, not a clock reading.
+#[allow(clippy::disallowed_methods)]
 pub async fn run_with(
     config: Config,
     listener: TcpListener,

@@ -123,6 +123,8 @@ async fn keyless_records_are_refused_on_a_compacted_topic() {
 }
 
 #[tokio::test]
+// Records stamped relative to the real clock the server uses.
+#[allow(clippy::disallowed_methods)]
 async fn time_retention_moves_the_earliest_offset_and_it_survives_a_restart() {
     let mut server = cleaning_server();
     let api = Api::new(&server);

@@ -525,6 +525,8 @@ async fn four_partitions_and_six_members_leave_two_members_idle() {
 
 /// Describes `group` in a loop until stopped, asserting at every look that no partition has two
 /// owners; returns how many descriptions it checked.
+// A background poller paced so it does not spin.
+#[allow(clippy::disallowed_methods)]
 fn watch_ownership(
     api: &Api,
     group: &str,

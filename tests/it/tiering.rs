@@ -264,6 +264,8 @@ async fn bucket_matches_manifest(store: &TierStore) -> bool {
 }
 
 #[tokio::test]
+// Real time: record stamps for the server's clock, lock dates, and kills timed into uploads.
+#[allow(clippy::disallowed_methods)]
 async fn kill_9_during_uploads_leaves_partition_manifest_and_bucket_in_agreement() {
     let store = TestStore::local();
     let mut server = Server::start(store.options(None));
@@ -295,6 +297,8 @@ async fn kill_9_during_uploads_leaves_partition_manifest_and_bucket_in_agreement
 /// A tiered topic on the Object Lock bucket (with `extra` configs) holding 100 records stamped an
 /// hour ago, once total retention (`retention_ms` one minute) has dropped them. Returns the store,
 /// the running server and that hour-old time.
+// Real time: record stamps for the server's clock, lock dates, and kills timed into uploads.
+#[allow(clippy::disallowed_methods)]
 async fn expired_topic_on_the_lock_bucket(topic: &str, extra: Value) -> (TestStore, Server, i64) {
     let store = TestStore::s3(&s3_test_server().lock_bucket, topic);
     let server = Server::start(store.options(None));
@@ -340,6 +344,8 @@ async fn lock_client(tier: &TierStore) -> strata_tiering::object_lock::ObjectLoc
 }
 
 #[tokio::test]
+// Real time: record stamps for the server's clock, lock dates, and kills timed into uploads.
+#[allow(clippy::disallowed_methods)]
 async fn object_lock_keeps_objects_past_retention_until_their_retain_until_date() {
     let lock = json!({"remote_object_lock_mode": "compliance", "remote_object_lock_days": 1});
     // Everything is past retention_ms: uploaded, then dropped from the manifest...

@@ -105,6 +105,8 @@ impl Server {
         Self::start(ServerOptions::default())
     }
 
+    // A bounded wait for a real process or condition: the one place tests wait.
+    #[allow(clippy::disallowed_methods)]
     fn spawn(&mut self) {
         assert!(self.child.is_none(), "the server is still running");
         let mut child = Command::new(binary())
@@ -227,6 +229,8 @@ impl Server {
     ///
     /// # Panics
     /// When the server does not exit within 30 s (it is then killed).
+    // A bounded wait for a real process or condition: the one place tests wait.
+    #[allow(clippy::disallowed_methods)]
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("the server is not running");
         let pid = libc::pid_t::try_from(child.id()).unwrap();
@@ -406,6 +410,8 @@ fn parse_listening_line(line: &str) -> Option<SocketAddr> {
 }
 
 /// Polls `check` every 20 ms until it returns true; panics with `what` after `timeout`.
+// A bounded wait for a real process or condition: the one place tests wait.
+#[allow(clippy::disallowed_methods)]
 pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,

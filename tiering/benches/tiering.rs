@@ -17,6 +17,8 @@
 //!
 //! Run: `cargo bench -p strata-tiering --bench tiering` (a few minutes at most).
 //! `STRATA_BENCH_DIR` picks where the 64 MiB file is written (default: cargo's target tmpdir).
+// Benchmarks measure wall-clock time.
+#![allow(clippy::disallowed_methods)]
 
 use std::ops::Range;
 use std::path::Path as LocalPath;

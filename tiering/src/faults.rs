@@ -264,6 +264,8 @@ impl Faults {
 
     /// Like [`Self::before`]; for a call that completes an object (`can_land`), `Some(fault)`
     /// means "do the write, then return this error".
+    // Injected latency is a real delay by design.
+    #[allow(clippy::disallowed_methods)]
     async fn before_write(
         &self,
         operation: Operation,

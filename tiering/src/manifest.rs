@@ -467,6 +467,8 @@ mod tests {
         );
     }
 
+    // The test compares against the real time the store uses.
+    #[allow(clippy::disallowed_methods)]
     fn chrono_now_ms() -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

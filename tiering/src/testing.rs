@@ -88,6 +88,8 @@ fn repository_root() -> PathBuf {
     std::fs::canonicalize(&root).unwrap_or(root)
 }
 
+// Waits, bounded, for the S3 test server process to come up.
+#[allow(clippy::disallowed_methods)]
 fn start_server() -> Result<S3TestServer, String> {
     let root = repository_root();
     let script = root.join("scripts/start-s3.sh");

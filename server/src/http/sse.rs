@@ -103,6 +103,8 @@ fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
 
 /// Follows a partition's tail from `request.offset` until the client leaves, the topic is
 /// deleted, a read fails or the server shuts down. `first` is the read the handler already did.
+// A periodic check, a timer rather than a clock reading.
+#[allow(clippy::disallowed_methods)]
 pub(crate) fn partition_stream(
     state: AppState,
     topic: Arc<Topic>,

@@ -98,6 +98,8 @@ fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".to_owned())
 }
 
+// A unique name for the probe file, not a time.
+#[allow(clippy::disallowed_methods)]
 pub(crate) fn probe(dir: &Path) -> Result<Verdict, IoStartError> {
     let mut ring = match IoUring::new(8) {
         Ok(r) => r,

@@ -568,6 +568,8 @@ async fn uring_driver_death_fails_ops_instead_of_hanging() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// A bounded wait for the I/O thread to finish.
+#[allow(clippy::disallowed_methods)]
 async fn uring_driver_stops_when_last_handle_drops() {
     let dir = tempfile::tempdir().unwrap();
     let io = start(IoBackendKind::Uring, dir.path());

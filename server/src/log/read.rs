@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::batch::{BatchError, batch_headers, crc_matches};
+use super::batch::{BatchError, BatchHeader, batch_headers, crc_matches};
 use super::segment::batch_offsets;
 
 /// Offsets the bytes may hold.
@@ -156,39 +156,108 @@ pub fn choose_batches(
     bounds: OffsetBounds,
     reaches_end: bool,
 ) -> Result<Choice, ChoiceError> {
-    let mut accepted: Vec<Walked> = Vec::new();
-    let mut pending_bad: Option<usize> = None;
-    // Offsets the bad batches since the last accepted one span (contiguous logs only); `None`
-    // when one of them is not sound, so its header's span cannot be trusted.
-    let mut pending_span = Some(0u64);
-    let mut chosen_from: Option<usize> = None;
+    let mut walk = Walk {
+        window,
+        offset,
+        max_bytes,
+        bounds,
+        accepted: Vec::new(),
+        pending_bad: None,
+        pending_span: Some(0),
+        chosen_from: None,
+    };
     let mut consumed = 0usize;
     let mut stopped_early = false;
     for item in batch_headers(window) {
         let (position, header) = match item {
             Ok(item) => item,
             Err(source) => {
-                if chosen_from.is_none() && reaches_end {
-                    return Err(ChoiceError::BadHeader {
-                        position: consumed,
-                        expected_offset: accepted
-                            .last()
-                            .map_or(bounds.anchor.unwrap_or(bounds.lower), |a| a.last + 1),
-                        search_from: accepted.last().map_or(consumed, |a| a.position),
-                        source,
-                    });
+                if walk.chosen_from.is_none() && reaches_end {
+                    return Err(walk.bad_header(consumed, source));
                 }
                 // A short window, or damage after what was chosen: stop here.
                 stopped_early = !reaches_end;
                 break;
             }
         };
-        let (base, last) = batch_offsets(&header);
+        consumed = position + header.total_len();
+        if walk.step(position, &header)? == Step::Stop {
+            break;
+        }
+    }
+    walk.finish(reaches_end, stopped_early)
+}
+
+/// Whether a walk goes on after a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Next,
+    Stop,
+}
+
+/// What a batch is, judged against the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// It claims its own offsets.
+    Accepted,
+    /// Its offsets cannot be trusted.
+    Bad,
+    /// It is the next batch, published after the high watermark the read started with.
+    Unpublished,
+}
+
+/// The state of one [`choose_batches`] walk.
+struct Walk<'a> {
+    window: &'a [u8],
+    offset: u64,
+    max_bytes: u64,
+    bounds: OffsetBounds,
+    accepted: Vec<Walked>,
+    /// The first bad batch since the last accepted one.
+    pending_bad: Option<usize>,
+    /// Offsets the bad batches since the last accepted one span (contiguous logs only); `None`
+    /// when one of them is not sound, so its header's span cannot be trusted.
+    pending_span: Option<u64>,
+    /// Index in `accepted` of the first chosen batch.
+    chosen_from: Option<usize>,
+}
+
+impl Walk<'_> {
+    /// The offset after the last accepted batch (or where the walk started).
+    fn known_end(&self) -> u64 {
+        self.accepted
+            .last()
+            .map_or(self.bounds.anchor.unwrap_or(self.bounds.lower), |a| {
+                a.last + 1
+            })
+    }
+
+    /// Offsets must stay below this: the next segment's base, and durable bytes hold nothing at
+    /// or above the high watermark.
+    fn upper(&self) -> u64 {
+        self.bounds.upper.min(self.bounds.high_watermark)
+    }
+
+    fn sound(&self, position: usize, end: usize) -> bool {
+        self.window.get(position..end).is_some_and(crc_matches)
+    }
+
+    fn bad_header(&self, consumed: usize, source: BatchError) -> ChoiceError {
+        ChoiceError::BadHeader {
+            position: consumed,
+            expected_offset: self.known_end(),
+            search_from: self.accepted.last().map_or(consumed, |a| a.position),
+            source,
+        }
+    }
+
+    /// Judges one batch and, once the read's first batch is known, whether the budget is spent.
+    fn step(&mut self, position: usize, header: &BatchHeader) -> Result<Step, ChoiceError> {
+        let (base, last) = batch_offsets(header);
         let end = position + header.total_len();
-        consumed = end;
-        if accepted.is_empty()
-            && pending_bad.is_none()
-            && let Some(anchor) = bounds.anchor
+        if self.accepted.is_empty()
+            && self.pending_bad.is_none()
+            && let Some(anchor) = self.bounds.anchor
             && base != anchor
         {
             return Err(ChoiceError::IndexMismatch {
@@ -196,176 +265,202 @@ pub fn choose_batches(
                 found: base,
             });
         }
-        let floor = accepted.last().map_or(bounds.lower, |a| a.last + 1);
-        if base >= bounds.high_watermark && base == floor && !bounds.contiguous {
-            // The next batch, published after the high watermark this read started with.
-            break;
-        }
-        // Durable bytes hold only offsets below the high watermark: a batch claiming more is bad.
-        let upper = bounds.upper.min(bounds.high_watermark);
-        let fits = |from: u64| base >= from && last < upper && header.base_offset >= 0;
         let walked = Walked {
             position,
             end,
             base,
             last,
-            after_bad: pending_bad,
+            after_bad: self.pending_bad,
         };
-        if bounds.contiguous {
-            // Offsets follow on: a batch starts exactly where the one before it (and the bad
-            // ones since, by the offsets their sound headers span) ended. After a bad batch
-            // whose CRC fails too, its span is unknown: the next batch must then be sound
-            // itself and be confirmed by the batch after it.
-            let known = accepted
-                .last()
-                .map_or(bounds.anchor.unwrap_or(bounds.lower), |a| a.last + 1);
-            let expected = pending_span.map(|span| known + span);
-            if base >= bounds.high_watermark && expected == Some(base) {
+        let verdict = if self.bounds.contiguous {
+            self.judge_contiguous(walked, header)
+        } else {
+            self.judge_increasing(walked, header)
+        };
+        match verdict {
+            Verdict::Unpublished => return Ok(Step::Stop),
+            Verdict::Bad => return Ok(Step::Next),
+            Verdict::Accepted => {}
+        }
+        if self.chosen_from.is_none() {
+            self.chosen_from = choose_first(&self.accepted, self.offset)?;
+        }
+        let spent = self
+            .chosen_from
+            .is_some_and(|from| budget_reached(&self.accepted, from, self.max_bytes));
+        Ok(if spent { Step::Stop } else { Step::Next })
+    }
+
+    /// Accepts `walked`, which comes after the pending bad batches (if any).
+    fn accept(&mut self, walked: Walked, after_bad: Option<usize>) {
+        self.accepted.push(Walked {
+            after_bad,
+            ..walked
+        });
+        self.pending_bad = None;
+        self.pending_span = Some(0);
+    }
+
+    /// Drops the last accepted batch, which a later one showed to be bad.
+    fn reject_last(&mut self) -> Option<Walked> {
+        let suspect = self.accepted.pop();
+        if self
+            .chosen_from
+            .is_some_and(|from| from >= self.accepted.len())
+        {
+            self.chosen_from = None;
+        }
+        suspect
+    }
+
+    fn mark_bad(&mut self, position: usize, sound_span: Option<u64>) -> Verdict {
+        self.pending_bad.get_or_insert(position);
+        self.pending_span = match (self.pending_span, sound_span) {
+            (Some(total), Some(span)) => Some(total + span),
+            _ => None,
+        };
+        Verdict::Bad
+    }
+
+    /// Offsets follow on: a batch starts exactly where the one before it (and the bad ones
+    /// since, by the offsets their sound headers span) ended. After a bad batch whose CRC fails
+    /// too, its span is unknown: the next batch must then be sound itself and be confirmed by
+    /// the batch after it.
+    fn judge_contiguous(&mut self, walked: Walked, header: &BatchHeader) -> Verdict {
+        let known = self.known_end();
+        let expected = self.pending_span.map(|span| known + span);
+        if walked.base >= self.bounds.high_watermark && expected == Some(walked.base) {
+            return Verdict::Unpublished;
+        }
+        let Walked {
+            position,
+            end,
+            base,
+            last,
+            ..
+        } = walked;
+        let below_upper = last < self.upper() && header.base_offset >= 0;
+        let follows = match expected {
+            Some(expected) => base == expected,
+            None => base >= known && self.sound(position, end) && confirmed(self.window, end, last),
+        };
+        if follows && below_upper {
+            let after_bad = self.pending_bad;
+            self.accept(walked, after_bad);
+            return Verdict::Accepted;
+        }
+        // The batch before was accepted on its header alone; if it is not sound, its last
+        // offset delta may be what is wrong, and this sound batch follows on.
+        if let Some(&suspect) = self.accepted.last()
+            && self.pending_bad.is_none()
+            && !self.sound(suspect.position, suspect.end)
+            && base > suspect.base
+            && below_upper
+            && self.sound(position, end)
+            && confirmed(self.window, end, last)
+        {
+            self.reject_last();
+            self.accept(walked, Some(suspect.position));
+            return Verdict::Accepted;
+        }
+        let span = u64::try_from(header.last_offset_delta).ok().map(|d| d + 1);
+        let sound_span = span.filter(|_| self.sound(position, end));
+        self.mark_bad(position, sound_span)
+    }
+
+    /// Offsets only grow (a compacted log): a batch overlapping the one before means one of the
+    /// two claims wrong offsets. The one that breaks contiguity is the bad one; when that cannot
+    /// tell, neither is used.
+    fn judge_increasing(&mut self, walked: Walked, header: &BatchHeader) -> Verdict {
+        let floor = self.known_end();
+        let Walked {
+            position,
+            base,
+            last,
+            ..
+        } = walked;
+        if base >= self.bounds.high_watermark && base == floor {
+            return Verdict::Unpublished;
+        }
+        let upper = self.upper();
+        if header.base_offset < 0 {
+            return self.mark_bad(position, None);
+        }
+        if base >= floor && last < upper {
+            let after_bad = self.pending_bad;
+            self.accept(walked, after_bad);
+            return Verdict::Accepted;
+        }
+        let Some(&suspect) = self
+            .accepted
+            .last()
+            .filter(|_| base < floor && last < upper)
+        else {
+            return self.mark_bad(position, None);
+        };
+        let before = self
+            .accepted
+            .len()
+            .checked_sub(2)
+            .map_or(self.bounds.anchor.unwrap_or(self.bounds.lower), |i| {
+                self.accepted[i].last + 1
+            });
+        // A sound suspect that follows on claims its own offsets (its last offset delta is under
+        // the CRC): then this batch is the bad one.
+        let suspect_sound = self.sound(suspect.position, suspect.end);
+        if suspect.base == before && suspect_sound {
+            return self.mark_bad(position, None);
+        }
+        let follows_true_suspect = base == before + (suspect.last - suspect.base + 1)
+            || (!suspect_sound && base >= before);
+        self.reject_last();
+        if follows_true_suspect {
+            self.accept(walked, Some(suspect.position));
+            Verdict::Accepted
+        } else {
+            self.pending_bad = Some(suspect.position);
+            Verdict::Bad
+        }
+    }
+
+    /// The answer once the walk stopped.
+    fn finish(self, reaches_end: bool, stopped_early: bool) -> Result<Choice, ChoiceError> {
+        if let Some(bad) = self.pending_bad
+            && self.chosen_from.is_none()
+            && self.accepted.last().is_none_or(|a| a.last < self.offset)
+        {
+            return Err(ChoiceError::Inconsistent {
+                offset: self.offset,
+                position: bad,
+            });
+        }
+        let Some(from) = self.chosen_from else {
+            return Ok(match self.accepted.last() {
+                None if stopped_early => Choice::Grow,
+                Some(last) if !reaches_end => Choice::Skip {
+                    consumed: last.end,
+                    lower: last.last + 1,
+                },
+                _ if stopped_early => Choice::Grow,
+                _ => Choice::Nothing,
+            });
+        };
+        let start = self.accepted[from].position;
+        let mut end = self.accepted[from].end;
+        let mut next_offset = self.accepted[from].last + 1;
+        for walked in self.accepted.iter().skip(from + 1) {
+            if walked.after_bad.is_some() || (walked.end - start) as u64 > self.max_bytes {
                 break;
             }
-            let follows = match expected {
-                Some(expected) => base == expected,
-                None => {
-                    base >= known
-                        && window.get(position..end).is_some_and(crc_matches)
-                        && confirmed(window, end, last)
-                }
-            };
-            let sound_here = || window.get(position..end).is_some_and(crc_matches);
-            if follows && last < upper && header.base_offset >= 0 {
-                accepted.push(Walked {
-                    position,
-                    end,
-                    base,
-                    last,
-                    after_bad: pending_bad.take(),
-                });
-                pending_span = Some(0);
-            } else if let Some(&suspect) = accepted.last()
-                && pending_bad.is_none()
-                && !window
-                    .get(suspect.position..suspect.end)
-                    .is_some_and(crc_matches)
-                && base > suspect.base
-                && last < upper
-                && sound_here()
-                && confirmed(window, end, last)
-            {
-                // The batch before was accepted on its header alone, but it is not sound: its
-                // last offset delta may be what is wrong, and this sound batch follows on.
-                accepted.pop();
-                if chosen_from.is_some_and(|from| from >= accepted.len()) {
-                    chosen_from = None;
-                }
-                accepted.push(Walked {
-                    position,
-                    end,
-                    base,
-                    last,
-                    after_bad: Some(suspect.position),
-                });
-                pending_span = Some(0);
-            } else {
-                pending_bad.get_or_insert(position);
-                let sound = window.get(position..end).is_some_and(crc_matches);
-                let span = u64::try_from(header.last_offset_delta).ok().map(|d| d + 1);
-                pending_span = match (pending_span, sound, span) {
-                    (Some(total), true, Some(span)) => Some(total + span),
-                    _ => None,
-                };
-                continue;
-            }
-        } else if fits(floor) {
-            pending_bad = None;
-            accepted.push(walked);
-        } else if let Some(&suspect) = accepted.last()
-            && base < floor
-            && last < upper
-        {
-            // This batch overlaps the previous one: one of the two claims wrong offsets. The
-            // one that breaks contiguity is the bad one; when that cannot tell, neither is used.
-            let before = accepted
-                .len()
-                .checked_sub(2)
-                .map_or(bounds.anchor.unwrap_or(bounds.lower), |i| {
-                    accepted[i].last + 1
-                });
-            let suspect_contiguous = suspect.base == before;
-            let follows_true_suspect = base == before + (suspect.last - suspect.base + 1);
-            // A sound suspect that follows on claims its own offsets (its last offset delta is
-            // under the CRC): then this batch is the bad one.
-            let suspect_sound = window
-                .get(suspect.position..suspect.end)
-                .is_some_and(crc_matches);
-            if suspect_contiguous && suspect_sound {
-                pending_bad.get_or_insert(position);
-                continue;
-            }
-            let follows_true_suspect = follows_true_suspect || (!suspect_sound && base >= before);
-            accepted.pop();
-            if chosen_from.is_some_and(|from| from >= accepted.len()) {
-                chosen_from = None;
-            }
-            if follows_true_suspect {
-                accepted.push(Walked {
-                    after_bad: Some(suspect.position),
-                    ..walked
-                });
-                pending_bad = None;
-            } else {
-                pending_bad = Some(suspect.position);
-                continue;
-            }
-        } else {
-            pending_bad.get_or_insert(position);
-            continue;
+            end = walked.end;
+            next_offset = walked.last + 1;
         }
-        if chosen_from.is_none() {
-            chosen_from = choose_first(&accepted, offset)?;
-        }
-        if let Some(from) = chosen_from
-            && budget_reached(&accepted, from, max_bytes)
-        {
-            break;
-        }
+        Ok(Choice::Found {
+            bytes: start..end,
+            first_offset: self.accepted[from].base,
+            next_offset,
+        })
     }
-    if let Some(bad) = pending_bad
-        && chosen_from.is_none()
-        && accepted.last().is_none_or(|a| a.last < offset)
-    {
-        return Err(ChoiceError::Inconsistent {
-            offset,
-            position: bad,
-        });
-    }
-    let Some(from) = chosen_from else {
-        if stopped_early && accepted.is_empty() {
-            return Ok(Choice::Grow);
-        }
-        return Ok(match accepted.last() {
-            Some(last) if !reaches_end => Choice::Skip {
-                consumed: last.end,
-                lower: last.last + 1,
-            },
-            _ if stopped_early => Choice::Grow,
-            _ => Choice::Nothing,
-        });
-    };
-    let start = accepted[from].position;
-    let mut end = accepted[from].end;
-    let mut next_offset = accepted[from].last + 1;
-    for walked in accepted.iter().skip(from + 1) {
-        if walked.after_bad.is_some() || (walked.end - start) as u64 > max_bytes {
-            break;
-        }
-        end = walked.end;
-        next_offset = walked.last + 1;
-    }
-    Ok(Choice::Found {
-        bytes: start..end,
-        first_offset: accepted[from].base,
-        next_offset,
-    })
 }
 
 #[cfg(test)]

@@ -365,6 +365,8 @@ impl Tiering {
 }
 
 /// A random id for this server process, so its objects never share a key with another writer's.
+// A fallback nonce for the writer id, not a time.
+#[allow(clippy::disallowed_methods)]
 fn writer_id() -> String {
     let random = getrandom::u64().unwrap_or_else(|_| {
         // Without an entropy source, time and pid still separate two servers in practice.

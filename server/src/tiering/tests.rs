@@ -32,6 +32,8 @@ async fn fixture() -> Fixture {
     fixture_with_partitions(1).await
 }
 
+// Record stamps relative to the real clock.
+#[allow(clippy::disallowed_methods)]
 async fn fixture_with_partitions(partitions: u32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -165,6 +165,8 @@ impl ObjectStore for CountingStore {
 }
 
 /// Waits until `check` holds, failing the test after 10 s.
+// A bounded wait for a background fetch.
+#[allow(clippy::disallowed_methods)]
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let waited = tokio::time::timeout(Duration::from_secs(10), async {
         while !check() {

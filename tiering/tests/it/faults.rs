@@ -243,6 +243,8 @@ async fn clear_removes_pending_faults() {
 }
 
 #[tokio::test(start_paused = true)]
+// Measures that injected latency really delays.
+#[allow(clippy::disallowed_methods)]
 async fn latency_delays_only_the_chosen_operations() {
     let (store, faults) = faulty();
     faults.set_latency(&[Operation::Get], Duration::from_secs(5));
@@ -265,6 +267,8 @@ async fn latency_delays_only_the_chosen_operations() {
 }
 
 #[tokio::test(start_paused = true)]
+// Measures that injected latency really delays.
+#[allow(clippy::disallowed_methods)]
 async fn latency_applies_before_an_injected_error() {
     let (store, faults) = faulty();
     faults.set_latency(&[Operation::Put], Duration::from_secs(2));

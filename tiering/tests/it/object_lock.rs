@@ -46,6 +46,8 @@ fn truncated(time: SystemTime) -> SystemTime {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn compliance_retention_reads_back_and_refuses_the_version_delete() {
     let (tier, connection) = lock_store("lock-compliance");
     let lock = ObjectLock::connect(&connection).await;
@@ -101,6 +103,8 @@ async fn compliance_retention_reads_back_and_refuses_the_version_delete() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn an_object_without_retention_reads_none_and_its_version_deletes() {
     let (tier, connection) = lock_store("lock-none");
     let lock = ObjectLock::connect(&connection).await;
@@ -117,6 +121,8 @@ async fn an_object_without_retention_reads_none_and_its_version_deletes() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn a_plain_delete_in_the_lock_bucket_only_hides_a_retained_object() {
     let (tier, connection) = lock_store("lock-marker");
     let lock = ObjectLock::connect(&connection).await;
@@ -144,6 +150,8 @@ async fn a_plain_delete_in_the_lock_bucket_only_hides_a_retained_object() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn a_refusal_without_a_lock_is_not_reported_as_locked() {
     let (tier, mut connection) = lock_store("lock-denied");
     let (key, version) = put_version(&tier, "segment.log").await;
@@ -163,6 +171,8 @@ async fn a_refusal_without_a_lock_is_not_reported_as_locked() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn retention_on_a_bucket_without_object_lock_is_refused() {
     let server = s3_test_server();
     let tier = server.open(&server.bucket, &unique_prefix("lock-plain-bucket"));
@@ -211,6 +221,8 @@ async fn versioning_is_reported_for_the_lock_bucket_only() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn deleting_all_versions_leaves_no_data_and_no_delete_marker() {
     let (tier, connection) = lock_store("lock-all-versions");
     let lock = ObjectLock::connect(&connection).await;
@@ -239,6 +251,8 @@ async fn deleting_all_versions_leaves_no_data_and_no_delete_marker() {
 }
 
 #[tokio::test]
+// Retain-until dates are checked by the S3 server against real time.
+#[allow(clippy::disallowed_methods)]
 async fn a_version_whose_retention_expired_is_deleted_and_one_still_locked_is_refused() {
     let (tier, connection) = lock_store("lock-expiring");
     let lock = ObjectLock::connect(&connection).await;

@@ -25,6 +25,8 @@ struct Window {
 
 impl Throttle {
     /// A limit of `bytes_per_second`; 0 means unlimited.
+    // A monotonic rate limiter: byte budgets per elapsed second.
+    #[allow(clippy::disallowed_methods)]
     pub fn new(bytes_per_second: u64) -> Self {
         Self {
             bytes_per_second,
@@ -42,6 +44,8 @@ impl Throttle {
 
     /// Accounts for `bytes` of cleaner I/O, sleeping until the average rate is back under the
     /// limit.
+    // A monotonic rate limiter: byte budgets per elapsed second.
+    #[allow(clippy::disallowed_methods)]
     pub async fn consume(&self, bytes: u64) {
         if self.bytes_per_second == 0 || bytes == 0 {
             return;
@@ -75,6 +79,8 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
+    // A monotonic rate limiter: byte budgets per elapsed second.
+    #[allow(clippy::disallowed_methods)]
     async fn bytes_pass_no_faster_than_the_limit() {
         let throttle = Throttle::new(1_000_000);
         let start = Instant::now();
@@ -88,6 +94,8 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    // A monotonic rate limiter: byte budgets per elapsed second.
+    #[allow(clippy::disallowed_methods)]
     async fn unlimited_never_sleeps() {
         let throttle = Throttle::unlimited();
         let start = Instant::now();
