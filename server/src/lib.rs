@@ -1,7 +1,9 @@
-//! Strata's server: the storage engine (`log`), its disk layer (`io`), topics, and the HTTP API.
+//! Strata's server: the storage engine (`log`), its disk layer (`io`), topics, the service floor
+//! (`broker`: what each operation means) and the HTTP API over it (`http`).
 //! `main.rs` only parses the command line and calls into this library ([`server::run`]), so tests
 //! and benchmarks use exactly the code the binary runs.
 
+pub mod broker;
 pub mod cleaner;
 pub mod cli;
 pub mod clock;

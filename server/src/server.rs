@@ -17,13 +17,14 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::broker::background::BackgroundTasks;
+use crate::broker::{Broker, BrokerParts};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::groups::coordinator::{Coordinator, GroupLimits};
 use crate::groups::offsets::{OFFSETS_TOPIC, OffsetStore};
 use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
-use crate::log::compaction::throttle::Throttle;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
 use crate::status::ServerStatus;
 use crate::tiering::Tiering;
@@ -126,14 +127,21 @@ pub async fn build_state(
             .map_err(|error| StartError::Groups(error.to_string()))?,
     );
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
-    Ok(AppState {
+    let config = Arc::new(config);
+    let broker = Arc::new(Broker::new(BrokerParts {
         catalog,
         tiering,
         producers,
         coordinator,
         offsets,
-        config: Arc::new(config),
+        config: Arc::clone(&config),
         clock,
+        shutdown: shutdown.clone(),
+        sticky_seed: STICKY_SEED,
+    }));
+    Ok(AppState {
+        broker,
+        config,
         io_backend: probe.backend.to_string(),
         shutdown,
         status,
@@ -267,18 +275,8 @@ pub async fn run_with(
             return Err(error);
         }
     };
-    let catalog = Arc::clone(&state.catalog);
-    let expiry = tokio::spawn(expire_members(state.clone()));
-    let cleaner = tokio::spawn(crate::cleaner::run(
-        Arc::clone(&state.catalog),
-        Arc::clone(&state.clock),
-        state.config.retention_check_interval_ms,
-        Arc::new(Throttle::new(state.config.cleaner_io_max_bytes_per_second)),
-    ));
-    let tiering = tokio::spawn(crate::tiering::sync::run(
-        Arc::clone(&state.tiering),
-        Arc::clone(&state.catalog),
-    ));
+    let catalog = Arc::clone(state.broker.catalog());
+    let background = BackgroundTasks::start(&state.broker);
     let _ = api.set(router(state));
     status.set_ready();
     if let Some(on_ready) = hooks.on_ready {
@@ -299,28 +297,15 @@ pub async fn run_with(
             Ok(())
         }
     };
-    expiry.abort();
-    cleaner.abort();
-    tiering.abort();
+    background.abort();
     catalog.close().await;
     tracing::info!("stopped cleanly");
     result
 }
 
-/// How often member liveness is checked; timeouts are at least a second, so this bounds the
-/// extra delay of an eviction to a quarter of the smallest timeout.
-const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Evicts group members whose session or poll interval ran out (time from the injected clock).
-async fn expire_members(state: AppState) {
-    let mut ticker = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
-    loop {
-        ticker.tick().await;
-        state
-            .coordinator
-            .expire(|topics| crate::http::groups::existing_counts(&state, topics));
-    }
-}
+/// First value of the sticky-partition seed: keyless records of successive requests go to
+/// successive pseudo-random partitions.
+const STICKY_SEED: u64 = 0x5eed;
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::assignment::TopicPartition;
-use crate::log::batch::{BatchOptions, encode_batch};
+use crate::log::batch::BatchOptions;
 use crate::log::{Acks, AppendError, BatchHeader, NewRecord, Partition, ReadError, RecordBatch};
 
 /// Name of the internal topic.
@@ -81,7 +81,7 @@ pub enum OffsetStoreError {
     },
 }
 
-type GroupOffsets = BTreeMap<TopicPartition, Committed>;
+pub type GroupOffsets = BTreeMap<TopicPartition, Committed>;
 
 /// The committed offsets of every group.
 #[derive(Debug)]
@@ -281,15 +281,11 @@ impl OffsetStore {
         if records.is_empty() {
             return Ok(());
         }
-        let bytes = encode_batch(&BatchOptions::default(), &records).map_err(|e| {
+        let batch = RecordBatch::encode(&BatchOptions::default(), &records).map_err(|e| {
             OffsetStoreError::Corrupt {
                 offset: 0,
                 reason: e.to_string(),
             }
-        })?;
-        let batch = RecordBatch::decode_exact(bytes).map_err(|e| OffsetStoreError::Corrupt {
-            offset: 0,
-            reason: e.to_string(),
         })?;
         let acks = self.log.append(vec![batch], Acks::All).await?;
         let base = acks.first().map_or(0, |a| a.base_offset);
@@ -401,8 +397,7 @@ mod tests {
                 value: value.map(Bytes::copy_from_slice),
                 headers: Vec::new(),
             };
-            let bytes = encode_batch(&BatchOptions::default(), &[record]).unwrap();
-            let batch = RecordBatch::decode_exact(bytes).unwrap();
+            let batch = RecordBatch::encode(&BatchOptions::default(), &[record]).unwrap();
             log.append(vec![batch], Acks::All).await.unwrap();
         }
         store.commit("g2", &[commit("t", 0, 9)], 200).await.unwrap();

@@ -18,18 +18,18 @@ use serde_json::Value;
 use strata_openapi::{ErrorCode, FetchedRecord, ProduceRecord, ValueFormat};
 
 use super::error::ApiError;
-use crate::log::{NewRecord, Record, RecordHeader};
+use crate::broker::produce::IncomingRecord;
+use crate::log::{Record, RecordHeader};
 
-/// Turns one API record into the record to store; `index` names it in error messages.
+/// Turns one API record into the broker's record; `index` names it in error messages.
 ///
 /// # Errors
 /// `invalid` for a key given twice, a value that does not fit the format, or bad base64.
-pub fn to_new_record(
+pub fn to_incoming_record(
     record: &ProduceRecord,
     format: ValueFormat,
-    timestamp: i64,
     index: usize,
-) -> Result<NewRecord, ApiError> {
+) -> Result<IncomingRecord, ApiError> {
     let invalid =
         |message: String| ApiError::new(ErrorCode::Invalid, format!("records[{index}]: {message}"));
     let key = match (&record.key, &record.key_base64) {
@@ -71,8 +71,9 @@ pub fn to_new_record(
             value,
         });
     }
-    Ok(NewRecord {
-        timestamp,
+    Ok(IncomingRecord {
+        partition: record.partition,
+        timestamp: record.timestamp,
         key,
         value,
         headers,
@@ -138,18 +139,18 @@ fn decode_base64(text: &str) -> Result<Bytes, String> {
 mod tests {
     use super::*;
 
-    fn produce(value: Value, format: ValueFormat) -> Result<NewRecord, ApiError> {
+    fn produce(value: Value, format: ValueFormat) -> Result<IncomingRecord, ApiError> {
         let record = ProduceRecord {
             value: Some(value),
             ..ProduceRecord::default()
         };
-        to_new_record(&record, format, 5, 0)
+        to_incoming_record(&record, format, 0)
     }
 
-    fn stored(new: NewRecord) -> Record {
+    fn stored(new: IncomingRecord) -> Record {
         Record {
             offset: 3,
-            timestamp: new.timestamp,
+            timestamp: new.timestamp.unwrap_or(5),
             key: new.key,
             value: new.value,
             headers: new.headers,
@@ -193,7 +194,7 @@ mod tests {
             key_base64: Some("gA==".into()),
             ..ProduceRecord::default()
         };
-        let new = to_new_record(&record, ValueFormat::Json, 1, 0).unwrap();
+        let new = to_incoming_record(&record, ValueFormat::Json, 0).unwrap();
         let fetched = to_fetched_record(0, &stored(new), ValueFormat::Json);
         assert_eq!(
             (fetched.key, fetched.key_base64.as_deref()),
@@ -205,7 +206,7 @@ mod tests {
         };
         let fetched = to_fetched_record(
             0,
-            &stored(to_new_record(&record, ValueFormat::Json, 1, 0).unwrap()),
+            &stored(to_incoming_record(&record, ValueFormat::Json, 0).unwrap()),
             ValueFormat::Json,
         );
         assert_eq!(fetched.key.as_deref(), Some("user-1"));
@@ -221,7 +222,7 @@ mod tests {
             ..ProduceRecord::default()
         };
         assert_eq!(
-            to_new_record(&both, ValueFormat::Json, 1, 0)
+            to_incoming_record(&both, ValueFormat::Json, 0)
                 .unwrap_err()
                 .code(),
             ErrorCode::Invalid

@@ -9,8 +9,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{ErrorBody, ErrorCode};
 
+use crate::broker::error::{
+    DeleteRecordsError, FetchError, GroupOpError, ListOffsetsError, LookupError, OffsetOutOfRange,
+    ProduceError, TopicError,
+};
+use crate::broker::reader::ReaderError;
+use crate::groups::coordinator::GroupError;
+use crate::groups::offsets::OffsetStoreError;
 use crate::log::producer_state::ProducerError;
 use crate::log::{AppendError, ReadError};
+use crate::producers::ProducerRegistryError;
 use crate::topics::catalog::CatalogError;
 
 /// An error answer.
@@ -246,11 +254,166 @@ fn store_error_code(error: &object_store::Error) -> ErrorCode {
     }
 }
 
-impl From<crate::tiering::tiered_log::TieredReadError> for ApiError {
-    fn from(error: crate::tiering::tiered_log::TieredReadError) -> Self {
+impl From<ReaderError> for ApiError {
+    fn from(error: ReaderError) -> Self {
         match error {
-            crate::tiering::tiered_log::TieredReadError::Local(error) => error.into(),
-            crate::tiering::tiered_log::TieredReadError::Remote(error) => error.into(),
+            ReaderError::Local(error) => error.into(),
+            ReaderError::Remote(error) => error.into(),
+        }
+    }
+}
+
+impl From<LookupError> for ApiError {
+    fn from(error: LookupError) -> Self {
+        let code = match &error {
+            LookupError::TopicNotFound { .. } => ErrorCode::TopicNotFound,
+            LookupError::PartitionNotFound { .. } => ErrorCode::PartitionNotFound,
+            LookupError::InternalTopic { .. } => ErrorCode::InternalTopic,
+        };
+        ApiError::new(code, error.to_string())
+    }
+}
+
+impl From<OffsetOutOfRange> for ApiError {
+    fn from(range: OffsetOutOfRange) -> Self {
+        ApiError::out_of_range(range.requested, range.earliest, range.latest)
+    }
+}
+
+impl From<FetchError> for ApiError {
+    fn from(error: FetchError) -> Self {
+        match error {
+            FetchError::Lookup(lookup) => lookup.into(),
+            FetchError::OffsetAndTimestamp => ApiError::new(ErrorCode::Invalid, error.to_string()),
+            FetchError::OutOfRange(range) => range.into(),
+            FetchError::Read(read) => read.into(),
+            FetchError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
+        }
+    }
+}
+
+impl From<ListOffsetsError> for ApiError {
+    fn from(error: ListOffsetsError) -> Self {
+        match error {
+            ListOffsetsError::Lookup(lookup) => lookup.into(),
+            ListOffsetsError::InvalidTimestamp { .. } => {
+                ApiError::new(ErrorCode::Invalid, error.to_string())
+            }
+            ListOffsetsError::Fetch(fetch) => fetch.into(),
+        }
+    }
+}
+
+impl From<ProduceError> for ApiError {
+    fn from(error: ProduceError) -> Self {
+        let plain = |code: ErrorCode, error: ProduceError| ApiError::new(code, error.to_string());
+        match error {
+            ProduceError::Lookup(lookup) => lookup.into(),
+            ProduceError::Append(append) => append.into(),
+            ProduceError::StoredRead(read) => read.into(),
+            error @ ProduceError::Invalid(_) => plain(ErrorCode::Invalid, error),
+            error @ ProduceError::KeyRequired(_) => plain(ErrorCode::KeyRequired, error),
+            error @ ProduceError::BadRecordBatch(_) => plain(ErrorCode::BadRecordBatch, error),
+            error @ ProduceError::UnsupportedRecordBatch(_) => {
+                plain(ErrorCode::UnsupportedRecordBatch, error)
+            }
+            error @ ProduceError::InvalidProducer(_) => plain(ErrorCode::InvalidProducer, error),
+            error @ ProduceError::ProducerFenced { .. } => plain(ErrorCode::ProducerFenced, error),
+            error @ ProduceError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
+            error @ ProduceError::Internal(_) => ApiError::internal(ErrorCode::Internal, &error),
+        }
+    }
+}
+
+impl From<DeleteRecordsError> for ApiError {
+    fn from(error: DeleteRecordsError) -> Self {
+        match error {
+            DeleteRecordsError::Lookup(lookup) => lookup.into(),
+            DeleteRecordsError::OutOfRange(range) => range.into(),
+            DeleteRecordsError::Remote(remote) => remote.into(),
+            DeleteRecordsError::Local(local) => local.into(),
+        }
+    }
+}
+
+impl From<TopicError> for ApiError {
+    fn from(error: TopicError) -> Self {
+        match error {
+            TopicError::Lookup(lookup) => lookup.into(),
+            TopicError::Catalog(catalog) => catalog.into(),
+            TopicError::LockWithoutWorm => {
+                ApiError::new(ErrorCode::InvalidConfig, error.to_string())
+            }
+            TopicError::Remote(remote) => remote.into(),
+        }
+    }
+}
+
+impl From<GroupOpError> for ApiError {
+    fn from(error: GroupOpError) -> Self {
+        match error {
+            GroupOpError::Lookup(lookup) => lookup.into(),
+            GroupOpError::InvalidGroupId | GroupOpError::Invalid(_) => {
+                ApiError::new(ErrorCode::Invalid, error.to_string())
+            }
+            GroupOpError::GroupNotFound { .. } => {
+                ApiError::new(ErrorCode::GroupNotFound, error.to_string())
+            }
+            GroupOpError::LiveMembers { .. } => {
+                ApiError::new(ErrorCode::Conflict, error.to_string())
+            }
+            GroupOpError::Membership(membership) => membership.into(),
+            GroupOpError::Offsets(offsets) => offsets.into(),
+            GroupOpError::NoValidOffset(_) => {
+                ApiError::new(ErrorCode::NoValidOffset, error.to_string())
+            }
+            GroupOpError::OutOfRange(range) => range.into(),
+            GroupOpError::Fetch(fetch) => fetch.into(),
+            GroupOpError::Read(read) => read.into(),
+        }
+    }
+}
+
+impl From<GroupError> for ApiError {
+    fn from(error: GroupError) -> Self {
+        let code = match &error {
+            GroupError::UnknownMember { .. } => ErrorCode::UnknownMember,
+            GroupError::StaleGeneration { .. } => ErrorCode::StaleGeneration,
+            GroupError::NotAssigned { .. } => ErrorCode::PartitionNotAssigned,
+            GroupError::GroupHasMembers(_) | GroupError::InconsistentStrategy { .. } => {
+                ErrorCode::Conflict
+            }
+            GroupError::Invalid(_) => ErrorCode::Invalid,
+        };
+        ApiError::new(code, error.to_string())
+    }
+}
+
+impl From<OffsetStoreError> for ApiError {
+    fn from(error: OffsetStoreError) -> Self {
+        match error {
+            OffsetStoreError::Append(error) => error.into(),
+            OffsetStoreError::Read(error) => error.into(),
+            error @ OffsetStoreError::Corrupt { .. } => {
+                ApiError::internal(ErrorCode::Corrupt, &error)
+            }
+        }
+    }
+}
+
+impl From<ProducerRegistryError> for ApiError {
+    fn from(error: ProducerRegistryError) -> Self {
+        match &error {
+            ProducerRegistryError::Unknown(_) => {
+                ApiError::new(ErrorCode::ProducerNotFound, error.to_string())
+            }
+            ProducerRegistryError::EpochExhausted(_) => {
+                ApiError::new(ErrorCode::InvalidProducer, error.to_string())
+            }
+            ProducerRegistryError::Io(_) => {
+                ApiError::internal(ErrorCode::StorageUnavailable, &error)
+            }
+            ProducerRegistryError::Corrupt { .. } => ApiError::internal(ErrorCode::Corrupt, &error),
         }
     }
 }

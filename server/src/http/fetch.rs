@@ -14,9 +14,6 @@
 //! A fetch at the high watermark long-polls for up to `max_wait_ms` (bounded by the server's
 //! `fetch_max_wait_ms`) and answers as soon as data arrives.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -29,9 +26,8 @@ use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
 use super::produce::RECORD_BATCHES;
-use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
-use crate::log::{Batches, LogOffsets};
-use crate::tiering::tiered_log::TieredLog;
+use crate::broker::fetch::{FetchStart, ReadRequest, RecordsRead, read_records};
+use crate::broker::reader::PartitionReader;
 
 const NDJSON: &str = "application/x-ndjson";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -95,28 +91,6 @@ pub async fn fetch(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let format = negotiate(&headers)?;
-    let topic = state.topic(&topic)?;
-    let log = Arc::new(state.tiered_log(&topic, partition).await?);
-    if query.offset.is_some() && query.timestamp.is_some() {
-        return Err(ApiError::new(
-            ErrorCode::Invalid,
-            "give offset or timestamp, not both",
-        ));
-    }
-    let max_bytes = query
-        .max_bytes
-        .unwrap_or(state.config.fetch_default_max_bytes);
-    let max_bytes = max_bytes.clamp(1, state.config.fetch_max_bytes);
-    let max_records = query
-        .max_records
-        .unwrap_or(FETCH_DEFAULT_MAX_RECORDS)
-        .max(1);
-    let wait = Duration::from_millis(
-        query
-            .max_wait_ms
-            .unwrap_or(0)
-            .min(state.config.fetch_max_wait_ms),
-    );
     let resume = headers
         .get("last-event-id")
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
@@ -126,54 +100,44 @@ pub async fn fetch(
             })
         })
         .transpose()?;
-    let offset = match (
-        resume.filter(|_| format == Format::Sse),
-        query.offset,
-        query.timestamp,
-    ) {
-        (Some(offset), _, _) | (None, Some(offset), _) => offset,
-        (None, None, Some(timestamp)) => log
-            .offset_for_timestamp(timestamp)
-            .await?
-            .unwrap_or_else(|| log.offsets().high_watermark),
-        (None, None, None) => log.offsets().log_start_offset,
+    let start = FetchStart {
+        resume: resume.filter(|_| format == Format::Sse),
+        offset: query.offset,
+        timestamp: query.timestamp,
     };
-    check_range(&log, offset)?;
+    let broker = &state.broker;
+    let bounds = broker.fetch_bounds(query.max_bytes, query.max_records, query.max_wait_ms);
+    let opened = broker.open_fetch(&topic, partition, start).await?;
+    let (reader, offset) = (opened.reader, opened.offset);
     let request = FetchRequest {
         partition,
         offset,
-        max_bytes,
-        max_records,
+        max_bytes: bounds.max_bytes,
+        max_records: bounds.max_records,
         format: query.value_format,
     };
+    if format == Format::Sse {
+        // The first read happens before the answer, so a stream that cannot start gets the
+        // error's status: a browser's EventSource then stops instead of reconnecting.
+        let first = if offset < reader.offsets().high_watermark {
+            Some(read_page(&reader, &request).await?)
+        } else {
+            None
+        };
+        let stream = super::sse::partition_stream(state, opened.topic, reader, request, first);
+        return Ok(stream.into_response());
+    }
+    broker.wait_for_data(&reader, offset, bounds.wait).await;
     match format {
-        Format::Sse => {
-            // The first read happens before the answer, so a stream that cannot start gets the
-            // error's status: a browser's EventSource then stops instead of reconnecting.
-            let first = if offset < log.offsets().high_watermark {
-                Some(read_records(&log, &request).await?)
-            } else {
-                None
-            };
-            Ok(super::sse::partition_stream(state, topic, log, request, first).into_response())
-        }
-        Format::Ndjson => {
-            wait_for_data(&state, &log, offset, wait).await;
-            let read = read_records(&log, &request).await?;
-            Ok(ndjson(read))
-        }
-        Format::Json => {
-            wait_for_data(&state, &log, offset, wait).await;
-            let read = read_records(&log, &request).await?;
-            Ok(axum::Json(read.response).into_response())
-        }
-        Format::Batches => {
-            wait_for_data(&state, &log, offset, wait).await;
-            batches(&log, offset, max_bytes).await
+        Format::Ndjson => Ok(ndjson(read_page(&reader, &request).await?)),
+        Format::Batches => batches(&reader, offset, bounds.max_bytes).await,
+        Format::Json | Format::Sse => {
+            Ok(axum::Json(read_page(&reader, &request).await?.response).into_response())
         }
     }
 }
 
+/// One read of a fetch in the API's shape.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FetchRequest {
     pub(crate) partition: u32,
@@ -201,124 +165,57 @@ fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
         .map_or(Format::Json, |(_, format)| *format))
 }
 
-fn check_range(log: &TieredLog, offset: u64) -> Result<(), ApiError> {
-    let offsets = log.offsets();
-    if offset < offsets.log_start_offset || offset > offsets.high_watermark {
-        return Err(ApiError::out_of_range(
-            offset,
-            offsets.log_start_offset,
-            offsets.high_watermark,
-        ));
-    }
-    Ok(())
-}
-
-/// Waits until records at `offset` are readable, `wait` has passed, or the server shuts down.
-async fn wait_for_data(state: &AppState, log: &TieredLog, offset: u64, wait: Duration) {
-    if wait.is_zero() {
-        return;
-    }
-    let mut offsets = log.subscribe();
-    let mut shutdown = state.shutdown.clone();
-    let arrived = offsets.wait_for(|o: &LogOffsets| o.high_watermark > offset);
-    tokio::select! {
-        _ = tokio::time::timeout(wait, arrived) => {}
-        _ = shutdown.wait_for(|stopping| *stopping) => {}
-    }
-}
-
-/// Records read by [`read_records`]: what could be served, and the error that stopped the read
-/// early, if one did after the first record.
-pub(crate) struct RecordsRead {
+/// Records read for an answer, in the API's shape: what could be served, and the error that
+/// stopped the read early, if one did after the first record.
+pub(crate) struct Page {
     /// The records and positions to answer with.
     pub(crate) response: FetchResponse,
-    /// Set when a batch after the returned records failed (corrupt, unreadable): the records
-    /// before it are served, as Kafka serves the batches before a corrupt one, and the next read
-    /// at `response.next_offset` gets this error.
+    /// Set when a batch after the returned records failed: the next read at
+    /// `response.next_offset` gets this error.
     pub(crate) stopped_by: Option<ApiError>,
 }
 
-/// Decodes records from `request.offset` on, within the byte and record budgets.
+/// Reads records (see [`read_records`]) and shapes them for the answer.
 ///
 /// # Errors
-/// When the very first batch cannot be read or fails validation; a failure after that ends the
-/// read early instead ([`RecordsRead::stopped_by`]).
-pub(crate) async fn read_records(
-    log: &TieredLog,
+/// When the very first batch cannot be read or fails validation.
+pub(crate) async fn read_page(
+    reader: &PartitionReader,
     request: &FetchRequest,
-) -> Result<RecordsRead, ApiError> {
-    let mut records: Vec<FetchedRecord> = Vec::new();
-    let mut next = request.offset;
-    let mut bytes_left = request.max_bytes;
-    let mut offsets = log.offsets();
-    let mut stopped_by = None;
-    'reading: while next < offsets.high_watermark && bytes_left > 0 {
-        let slice = match log.read(next, bytes_left).await {
-            Ok(slice) => slice,
-            Err(error) => {
-                stopped_by = Some(ApiError::from(error));
-                break;
-            }
-        };
-        offsets = slice.offsets;
-        if slice.data.is_empty() {
-            break;
-        }
-        bytes_left = bytes_left.saturating_sub(slice.data.len() as u64);
-        for batch in Batches::new(slice.data.clone()) {
-            let batch = match batch {
-                Ok(batch) => batch,
-                Err(error) => {
-                    stopped_by = Some(ApiError::internal(ErrorCode::Corrupt, &error));
-                    break 'reading;
-                }
-            };
-            for record in batch.records() {
-                let record = match record {
-                    Ok(record) => record,
-                    Err(error) => {
-                        stopped_by = Some(ApiError::internal(ErrorCode::Corrupt, &error));
-                        break 'reading;
-                    }
-                };
-                let offset = u64::try_from(record.offset).unwrap_or(0);
-                if offset < next {
-                    continue;
-                }
-                records.push(to_fetched_record(
-                    request.partition,
-                    &record,
-                    request.format,
-                ));
-                next = offset + 1;
-                if records.len() >= request.max_records as usize {
-                    break 'reading;
-                }
-            }
-            // Compaction may leave the last offsets of a batch empty: continue after it.
-            next = next.max(batch.header().last_offset().saturating_add(1).max(0) as u64);
-        }
-        // Compaction may leave the last offsets of a range empty: continue after the range.
-        next = next.max(slice.next_offset);
-    }
-    if records.is_empty()
-        && let Some(error) = stopped_by
-    {
-        return Err(error);
-    }
-    Ok(RecordsRead {
-        response: FetchResponse {
-            records,
-            next_offset: next,
-            high_watermark: offsets.high_watermark,
-            log_start_offset: offsets.log_start_offset,
-        },
-        stopped_by,
-    })
+) -> Result<Page, ApiError> {
+    let read = ReadRequest {
+        offset: request.offset,
+        max_bytes: request.max_bytes,
+        max_records: request.max_records,
+    };
+    let read = read_records(reader, &read).await?;
+    Ok(page(request.partition, read, request.format))
 }
 
-async fn batches(log: &TieredLog, offset: u64, max_bytes: u64) -> Result<Response, ApiError> {
-    let slice = log.read(offset, max_bytes).await?;
+/// A read in the API's shape.
+pub(crate) fn page(partition: u32, read: RecordsRead, format: ValueFormat) -> Page {
+    let records = read
+        .records
+        .iter()
+        .map(|record| to_fetched_record(partition, record, format))
+        .collect();
+    Page {
+        response: FetchResponse {
+            records,
+            next_offset: read.next_offset,
+            high_watermark: read.offsets.high_watermark,
+            log_start_offset: read.offsets.log_start_offset,
+        },
+        stopped_by: read.stopped_by.map(ApiError::from),
+    }
+}
+
+async fn batches(
+    reader: &PartitionReader,
+    offset: u64,
+    max_bytes: u64,
+) -> Result<Response, ApiError> {
+    let slice = reader.read(offset, max_bytes).await?;
     let mut response = Response::new(Body::from(slice.data));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(RECORD_BATCHES));
@@ -337,7 +234,7 @@ async fn batches(log: &TieredLog, offset: u64, max_bytes: u64) -> Result<Respons
 /// at its first batch gets the error's status; one that fails after some records ends with one
 /// last line holding the error body (`{"error": {...}}`), so a client can tell a cut-short
 /// answer from a complete one.
-fn ndjson(read: RecordsRead) -> Response {
+fn ndjson(read: Page) -> Response {
     let mut body = Vec::new();
     for record in &read.response.records {
         if serde_json::to_writer(&mut body, record).is_ok() {

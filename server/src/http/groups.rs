@@ -1,7 +1,7 @@
 //! Consumer groups over stateless HTTP: join/heartbeat/leave, reading as a member (JSON or SSE),
 //! committing, resetting and deleting offsets, lag, and group descriptions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -19,78 +19,15 @@ use strata_openapi::{
 };
 
 use super::AppState;
+use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
-use super::fetch::{FetchRequest, read_records};
+use crate::broker::groups::{
+    CommitRequest, LagBasis as Basis, MemberReadBounds, MemberRecords, ResetRequest, ResetTo,
+};
 use crate::groups::assignment::{AssignmentStrategy, TopicPartition};
-use crate::groups::coordinator::{AutoOffsetReset, GroupError, JoinRequest, MemberView, PollGrant};
-use crate::groups::offsets::{Commit, OffsetStoreError};
-use crate::log::LogOffsets;
-use crate::tiering::tiered_log::TieredLog;
-
-impl From<GroupError> for ApiError {
-    fn from(error: GroupError) -> Self {
-        let code = match &error {
-            GroupError::UnknownMember { .. } => ErrorCode::UnknownMember,
-            GroupError::StaleGeneration { .. } => ErrorCode::StaleGeneration,
-            GroupError::NotAssigned { .. } => ErrorCode::PartitionNotAssigned,
-            GroupError::GroupHasMembers(_) | GroupError::InconsistentStrategy { .. } => {
-                ErrorCode::Conflict
-            }
-            GroupError::Invalid(_) => ErrorCode::Invalid,
-        };
-        ApiError::new(code, error.to_string())
-    }
-}
-
-impl From<OffsetStoreError> for ApiError {
-    fn from(error: OffsetStoreError) -> Self {
-        match error {
-            OffsetStoreError::Append(error) => error.into(),
-            OffsetStoreError::Read(error) => error.into(),
-            error @ OffsetStoreError::Corrupt { .. } => {
-                ApiError::internal(ErrorCode::Corrupt, &error)
-            }
-        }
-    }
-}
-
-fn validate_group_id(group: &str) -> Result<(), ApiError> {
-    let valid = !group.is_empty()
-        && group.len() <= 255
-        && group
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if valid {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::Invalid,
-            "group ids are 1-255 characters of [A-Za-z0-9._-]",
-        ))
-    }
-}
-
-/// Partition counts of `topics`; 404 for a topic that does not exist.
-fn counts(state: &AppState, topics: &BTreeSet<String>) -> Result<BTreeMap<String, u32>, ApiError> {
-    topics
-        .iter()
-        .map(|t| Ok((t.clone(), state.topic(t)?.partition_count())))
-        .collect()
-}
-
-/// Partition counts of the topics that still exist (a deleted topic just stops being assigned).
-pub fn existing_counts(state: &AppState, topics: &BTreeSet<String>) -> BTreeMap<String, u32> {
-    topics
-        .iter()
-        .filter_map(|t| {
-            state
-                .catalog
-                .get(t)
-                .map(|topic| (t.clone(), topic.partition_count()))
-        })
-        .collect()
-}
+use crate::groups::coordinator::{AutoOffsetReset, JoinRequest, MemberView};
+use crate::groups::offsets::Commit;
 
 fn refs(partitions: &[TopicPartition]) -> Vec<TopicPartitionRef> {
     partitions
@@ -133,17 +70,6 @@ pub async fn join(
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<JoinGroupRequest>,
 ) -> Result<Json<MemberAssignment>, ApiError> {
-    validate_group_id(&group)?;
-    let mut topics: BTreeSet<String> = request.topics.iter().cloned().collect();
-    for topic in &topics {
-        state.writable_topic(topic)?;
-    }
-    let counts = counts(&state, &topics)?;
-    topics.extend(state.coordinator.topics(&group));
-    let counts = counts
-        .into_iter()
-        .chain(existing_counts(&state, &topics))
-        .collect();
     let join = JoinRequest {
         topics: request.topics,
         session_timeout_ms: request.session_timeout_ms,
@@ -161,7 +87,7 @@ pub async fn join(
         instance_id: request.instance_id,
     };
     Ok(Json(member_assignment(
-        state.coordinator.join(&group, &join, &counts)?,
+        state.broker.join_group(&group, &join)?,
     )))
 }
 
@@ -185,11 +111,10 @@ pub async fn heartbeat(
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<MemberAssignment>, ApiError> {
-    Ok(Json(member_assignment(state.coordinator.heartbeat(
-        &group,
-        &member,
-        request.generation,
-    )?)))
+    let view = state
+        .broker
+        .heartbeat(&group, &member, request.generation)?;
+    Ok(Json(member_assignment(view)))
 }
 
 /// Leave the group now (its partitions move without waiting for the session timeout).
@@ -203,10 +128,7 @@ pub async fn leave(
     State(state): State<AppState>,
     ApiPath((group, member)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let topics = state.coordinator.topics(&group);
-    state
-        .coordinator
-        .leave(&group, &member, &existing_counts(&state, &topics))?;
+    state.broker.leave_group(&group, &member)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -239,9 +161,14 @@ pub async fn member_fetch(
 ) -> Result<Response, ApiError> {
     let sse = super::accept::negotiate(&headers, &["application/json", "text/event-stream"])? == 1;
     // Check membership and generation before answering, also for SSE.
-    let grant = state.coordinator.poll(&group, &member, query.generation)?;
+    let grant = state
+        .broker
+        .poll_member(&group, &member, query.generation)?;
     if query.commit {
-        commit_positions(&state, &group, &member).await?;
+        state
+            .broker
+            .commit_member_positions(&group, &member)
+            .await?;
     }
     if sse {
         // A reconnecting EventSource sends the id of the last event it received: the positions
@@ -253,143 +180,47 @@ pub async fn member_fetch(
                     "Last-Event-ID must be an id of this stream (topic:partition:offset,...)",
                 )
             })?;
-            state.coordinator.advance(&group, &member, &positions);
+            state.broker.advance_member(&group, &member, &positions);
         }
         return Ok(member_stream(state, group, member, query).into_response());
     }
-    let wait = Duration::from_millis(
-        query
-            .max_wait_ms
-            .unwrap_or(0)
-            .min(state.config.fetch_max_wait_ms),
-    );
-    let response = read_for_member(&state, &group, &member, &query, grant, wait).await?;
-    Ok(Json(response).into_response())
-}
-
-async fn commit_positions(state: &AppState, group: &str, member: &str) -> Result<(), ApiError> {
-    let positions = state.coordinator.positions(group, member);
-    if positions.is_empty() {
-        return Ok(());
-    }
-    let commits: Vec<Commit> = positions
-        .iter()
-        .map(|((topic, partition), offset)| Commit {
-            topic: topic.clone(),
-            partition: *partition,
-            offset: *offset,
-            metadata: String::new(),
-        })
-        .collect();
-    state
-        .offsets
-        .commit(group, &commits, state.clock.now_ms())
+    let bounds = member_bounds(&state, &query, None);
+    let read = state
+        .broker
+        .read_for_member(&group, &member, grant, bounds)
         .await?;
-    Ok(())
+    Ok(Json(member_response(read, &query)).into_response())
 }
 
-/// Where a member starts in one partition.
-fn start_offset(
+/// The budgets of a member read; `wait` overrides the query's (streams poll in steps).
+fn member_bounds(
     state: &AppState,
-    group: &str,
-    (topic, partition): &TopicPartition,
-    log: &TieredLog,
-    position: Option<u64>,
-    reset: AutoOffsetReset,
-) -> Result<u64, ApiError> {
-    let offsets = log.offsets();
-    let in_range =
-        |offset: u64| offset >= offsets.log_start_offset && offset <= offsets.high_watermark;
-    if let Some(position) = position.filter(|p| in_range(*p)) {
-        return Ok(position);
-    }
-    let committed = state
-        .offsets
-        .get(group, topic, *partition)
-        .map(|c| c.offset);
-    if let Some(offset) = committed.filter(|o| in_range(*o)) {
-        return Ok(offset);
-    }
-    match reset {
-        AutoOffsetReset::Earliest => Ok(offsets.log_start_offset),
-        AutoOffsetReset::Latest => Ok(offsets.high_watermark),
-        AutoOffsetReset::None => Err(ApiError::new(
-            ErrorCode::NoValidOffset,
-            match committed {
-                Some(offset) => format!(
-                    "{topic}/{partition}: committed offset {offset} is outside [{}, {}] and auto_offset_reset is none",
-                    offsets.log_start_offset, offsets.high_watermark
-                ),
-                None => format!(
-                    "{topic}/{partition}: no committed offset and auto_offset_reset is none"
-                ),
-            },
-        )),
-    }
-}
-
-async fn read_for_member(
-    state: &AppState,
-    group: &str,
-    member: &str,
     query: &MemberFetchQuery,
-    grant: PollGrant,
-    wait: Duration,
-) -> Result<MemberFetchResponse, ApiError> {
-    let mut plans = Vec::new();
-    for (tp, position) in &grant.positions {
-        let Some(topic) = state.catalog.get(&tp.0) else {
-            continue;
-        };
-        let Ok(log) = state.tiered_log(&topic, tp.1).await else {
-            continue;
-        };
-        let start = start_offset(state, group, tp, &log, *position, grant.auto_offset_reset)?;
-        plans.push((tp.clone(), log, start));
+    wait: Option<Duration>,
+) -> MemberReadBounds {
+    let bounds = state
+        .broker
+        .fetch_bounds(query.max_bytes, query.max_records, query.max_wait_ms);
+    MemberReadBounds {
+        max_bytes: bounds.max_bytes,
+        max_records: bounds.max_records,
+        wait: wait.unwrap_or(bounds.wait),
     }
-    if !wait.is_zero()
-        && plans
+}
+
+/// A member read in the API's shape.
+fn member_response(read: MemberRecords, query: &MemberFetchQuery) -> MemberFetchResponse {
+    MemberFetchResponse {
+        records: read
+            .records
             .iter()
-            .all(|(_, log, start)| log.offsets().high_watermark <= *start)
-    {
-        wait_any(state, &plans, wait).await;
-    }
-    let max_bytes = query
-        .max_bytes
-        .unwrap_or(state.config.fetch_default_max_bytes)
-        .clamp(1, state.config.fetch_max_bytes);
-    let per_partition = (max_bytes / plans.len().max(1) as u64).max(1);
-    let mut records_left = query
-        .max_records
-        .unwrap_or(crate::limits::FETCH_DEFAULT_MAX_RECORDS)
-        .max(1);
-    let mut records = Vec::new();
-    let mut positions = BTreeMap::new();
-    for (tp, log, start) in &plans {
-        let mut next = *start;
-        if records_left > 0 && *start < log.offsets().high_watermark {
-            let request = FetchRequest {
-                partition: tp.1,
-                offset: *start,
-                max_bytes: per_partition,
-                max_records: records_left,
-                format: query.value_format,
-            };
-            let response = read_records(log, &request).await?.response;
-            records_left = records_left
-                .saturating_sub(u32::try_from(response.records.len()).unwrap_or(u32::MAX));
-            next = response.next_offset;
-            records.extend(response.records.into_iter().map(|record| MemberRecord {
-                topic: tp.0.clone(),
-                record,
-            }));
-        }
-        positions.insert(tp.clone(), next);
-    }
-    state.coordinator.advance(group, member, &positions);
-    Ok(MemberFetchResponse {
-        records,
-        positions: positions
+            .map(|((topic, partition), record)| MemberRecord {
+                topic: topic.clone(),
+                record: to_fetched_record(*partition, record, query.value_format),
+            })
+            .collect(),
+        positions: read
+            .positions
             .into_iter()
             .map(|((topic, partition), next_offset)| PartitionPosition {
                 topic,
@@ -398,27 +229,6 @@ async fn read_for_member(
             })
             .collect(),
         generation: query.generation,
-    })
-}
-
-/// Waits until any of the partitions has records past its start, `wait` passes, or shutdown.
-async fn wait_any(state: &AppState, plans: &[(TopicPartition, TieredLog, u64)], wait: Duration) {
-    if plans.is_empty() {
-        return;
-    }
-    let waits = plans.iter().map(|(_, log, start)| {
-        let mut offsets = log.subscribe();
-        let start = *start;
-        Box::pin(async move {
-            let _ = offsets
-                .wait_for(|o: &LogOffsets| o.high_watermark > start)
-                .await;
-        })
-    });
-    let mut shutdown = state.shutdown.clone();
-    tokio::select! {
-        _ = tokio::time::timeout(wait, futures::future::select_all(waits)) => {}
-        _ = shutdown.wait_for(|stopping| *stopping) => {}
     }
 }
 
@@ -476,19 +286,22 @@ fn member_stream(
                 }
                 break;
             }
-            let grant = match state.coordinator.poll(&group, &member, query.generation) {
+            let grant = match state.broker.poll_member(&group, &member, query.generation) {
                 Ok(grant) => grant,
                 Err(error) => {
-                    let body = ErrorBody::new(ApiError::from(error.clone()).code(), error.to_string());
+                    let message = error.to_string();
+                    let body = ErrorBody::new(ApiError::from(error).code(), message);
                     if let Some(event) = super::sse::error_body_event("rebalance", &body) {
                         yield Ok(event);
                     }
                     break;
                 }
             };
-            match read_for_member(&state, &group, &member, &query, grant, Duration::from_millis(1000)).await {
-                Ok(response) if response.records.is_empty() => continue,
-                Ok(response) => {
+            let bounds = member_bounds(&state, &query, Some(Duration::from_millis(1000)));
+            match state.broker.read_for_member(&group, &member, grant, bounds).await {
+                Ok(read) if read.records.is_empty() => continue,
+                Ok(read) => {
+                    let response = member_response(read, &query);
                     let event = Event::default()
                         .event(super::sse::RECORDS)
                         .id(encode_positions(&response.positions))
@@ -498,7 +311,7 @@ fn member_stream(
                     }
                 }
                 Err(error) => {
-                    if let Some(event) = super::sse::error_event(&error) {
+                    if let Some(event) = super::sse::error_event(&ApiError::from(error)) {
                         yield Ok(event);
                     }
                     break;
@@ -531,15 +344,8 @@ pub async fn commit(
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<CommitOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
-    validate_group_id(&group)?;
-    if request.offsets.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::Invalid,
-            "offsets must not be empty",
-        ));
-    }
-    let member = match (&request.member_id, request.generation) {
-        (Some(member), Some(generation)) => Some((member.as_str(), generation)),
+    let member = match (request.member_id, request.generation) {
+        (Some(member), Some(generation)) => Some((member, generation)),
         (None, None) => None,
         _ => {
             return Err(ApiError::new(
@@ -548,39 +354,23 @@ pub async fn commit(
             ));
         }
     };
-    for offset in &request.offsets {
-        state.writable_topic(&offset.topic)?;
-        state.partition(&offset.topic, offset.partition)?;
-    }
-    let partitions: Vec<TopicPartition> = request
+    let commits = request
         .offsets
-        .iter()
-        .map(|o| (o.topic.clone(), o.partition))
-        .collect();
-    state
-        .coordinator
-        .check_commit(&group, member, &partitions)?;
-    let commits: Vec<Commit> = request
-        .offsets
-        .iter()
+        .into_iter()
         .map(|o| Commit {
-            topic: o.topic.clone(),
+            topic: o.topic,
             partition: o.partition,
             offset: o.offset,
-            metadata: o.metadata.clone().unwrap_or_default(),
+            metadata: o.metadata.unwrap_or_default(),
         })
         .collect();
-    state
-        .offsets
-        .commit(&group, &commits, state.clock.now_ms())
-        .await?;
-    Ok(Json(group_offsets(&state, &group)))
+    let request = CommitRequest { member, commits };
+    let offsets = state.broker.commit_offsets(&group, &request).await?;
+    Ok(Json(group_offsets(group, offsets)))
 }
 
-fn group_offsets(state: &AppState, group: &str) -> GroupOffsets {
-    let offsets = state
-        .offsets
-        .committed(group)
+fn group_offsets(group: String, offsets: crate::groups::offsets::GroupOffsets) -> GroupOffsets {
+    let offsets = offsets
         .into_iter()
         .map(|((topic, partition), committed)| CommittedOffset {
             topic,
@@ -590,20 +380,7 @@ fn group_offsets(state: &AppState, group: &str) -> GroupOffsets {
             commit_time_ms: committed.commit_time_ms,
         })
         .collect();
-    GroupOffsets {
-        group: group.to_string(),
-        offsets,
-    }
-}
-
-fn known(state: &AppState, group: &str) -> Result<(), ApiError> {
-    if state.offsets.committed(group).is_empty() && state.coordinator.describe(group).is_none() {
-        return Err(ApiError::new(
-            ErrorCode::GroupNotFound,
-            format!("group {group} not found"),
-        ));
-    }
-    Ok(())
+    GroupOffsets { group, offsets }
 }
 
 /// A group's committed offsets.
@@ -617,8 +394,8 @@ pub async fn get_offsets(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
-    known(&state, &group)?;
-    Ok(Json(group_offsets(&state, &group)))
+    let offsets = state.broker.group_offsets(&group)?;
+    Ok(Json(group_offsets(group, offsets)))
 }
 
 /// Delete every committed offset of a group that has no live members.
@@ -633,17 +410,7 @@ pub async fn delete_offsets(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    known(&state, &group)?;
-    if state.coordinator.member_count(&group) > 0 {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!("group {group} has live members"),
-        ));
-    }
-    state
-        .offsets
-        .delete_group(&group, state.clock.now_ms())
-        .await?;
+    state.broker.delete_group_offsets(&group).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -667,71 +434,21 @@ pub async fn reset_offsets(
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<ResetOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
-    validate_group_id(&group)?;
-    if !request.force && state.coordinator.member_count(&group) > 0 {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!("group {group} has live members; pass force to reset anyway"),
-        ));
-    }
-    let topic = state.writable_topic(&request.topic)?;
-    let partitions = match &request.partitions {
-        Some(list) => list.clone(),
-        None => (0..topic.partition_count()).collect(),
+    let to = match (request.to, request.value) {
+        (ResetTarget::Earliest, _) => Some(ResetTo::Earliest),
+        (ResetTarget::Latest, _) => Some(ResetTo::Latest),
+        (ResetTarget::Timestamp, value) => value.map(ResetTo::Timestamp),
+        (ResetTarget::Offset, value) => value.map(ResetTo::Offset),
+        (ResetTarget::Shift, value) => value.map(ResetTo::Shift),
     };
-    let mut commits = Vec::new();
-    for partition in partitions {
-        let log = state.partition(&request.topic, partition)?;
-        let offsets = log.offsets();
-        let value = || {
-            request
-                .value
-                .ok_or_else(|| ApiError::new(ErrorCode::Invalid, "this reset target needs a value"))
-        };
-        let clamp = |o: i128| {
-            o.clamp(
-                i128::from(offsets.log_start_offset),
-                i128::from(offsets.high_watermark),
-            ) as u64
-        };
-        let offset = match request.to {
-            ResetTarget::Earliest => offsets.log_start_offset,
-            ResetTarget::Latest => offsets.high_watermark,
-            ResetTarget::Timestamp => log
-                .offset_for_timestamp(value()?)?
-                .unwrap_or(offsets.high_watermark),
-            ResetTarget::Offset => {
-                let wanted = u64::try_from(value()?)
-                    .map_err(|_| ApiError::new(ErrorCode::Invalid, "offset must be >= 0"))?;
-                if wanted < offsets.log_start_offset || wanted > offsets.high_watermark {
-                    return Err(ApiError::out_of_range(
-                        wanted,
-                        offsets.log_start_offset,
-                        offsets.high_watermark,
-                    ));
-                }
-                wanted
-            }
-            ResetTarget::Shift => {
-                let committed = state
-                    .offsets
-                    .get(&group, &request.topic, partition)
-                    .map_or(offsets.log_start_offset, |c| c.offset);
-                clamp(i128::from(committed) + i128::from(value()?))
-            }
-        };
-        commits.push(Commit {
-            topic: request.topic.clone(),
-            partition,
-            offset,
-            metadata: String::new(),
-        });
-    }
-    state
-        .offsets
-        .commit(&group, &commits, state.clock.now_ms())
-        .await?;
-    Ok(Json(group_offsets(&state, &group)))
+    let reset = ResetRequest {
+        topic: request.topic,
+        partitions: request.partitions,
+        to,
+        force: request.force,
+    };
+    let offsets = state.broker.reset_group_offsets(&group, &reset).await?;
+    Ok(Json(group_offsets(group, offsets)))
 }
 
 /// Lag of every partition the group committed to or subscribes to, in records and in time,
@@ -751,54 +468,27 @@ pub async fn lag(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupLag>, ApiError> {
-    known(&state, &group)?;
-    let now = state.clock.now_ms();
-    let committed = state.offsets.committed(&group);
-    let subscriptions = state.coordinator.subscriptions(&group);
-    let mut wanted: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
-    for topic in subscriptions.keys() {
-        if let Some(found) = state.catalog.get(topic) {
-            wanted.extend((0..found.partition_count()).map(|p| (topic.clone(), p)));
-        }
-    }
-    let mut partitions = Vec::new();
-    for (topic, partition) in wanted {
-        let Some(found) = state.catalog.get(&topic) else {
-            continue;
-        };
-        if partition >= found.partition_count() {
-            continue;
-        }
-        let log = state.tiered_log(&found, partition).await?;
-        let offsets = log.offsets();
-        let commit = committed.get(&(topic.clone(), partition)).map(|c| c.offset);
-        let reset = subscriptions.get(&topic).copied();
-        let (basis, start) = match (commit, reset) {
-            (Some(offset), _) => (LagBasis::Committed, offset.max(offsets.log_start_offset)),
-            (None, Some(AutoOffsetReset::Latest)) => (LagBasis::Latest, offsets.high_watermark),
-            (None, Some(AutoOffsetReset::None)) => (LagBasis::None, offsets.log_start_offset),
-            (None, Some(AutoOffsetReset::Earliest) | None) => {
-                (LagBasis::Earliest, offsets.log_start_offset)
-            }
-        };
-        let start = start.min(offsets.high_watermark);
-        let lag_records = offsets.high_watermark - start;
-        let lag_ms = if lag_records == 0 {
-            0
-        } else {
-            record_age(&log, start, now).await?
-        };
-        partitions.push(PartitionLag {
-            topic,
-            partition,
-            committed_offset: commit,
-            start_offset: start,
-            basis,
-            high_watermark: offsets.high_watermark,
-            lag_records,
-            lag_ms,
-        });
-    }
+    let partitions: Vec<PartitionLag> = state
+        .broker
+        .group_lag(&group)
+        .await?
+        .into_iter()
+        .map(|lag| PartitionLag {
+            topic: lag.partition.0,
+            partition: lag.partition.1,
+            committed_offset: lag.committed_offset,
+            start_offset: lag.start_offset,
+            basis: match lag.basis {
+                Basis::Committed => LagBasis::Committed,
+                Basis::Earliest => LagBasis::Earliest,
+                Basis::Latest => LagBasis::Latest,
+                Basis::None => LagBasis::None,
+            },
+            high_watermark: lag.high_watermark,
+            lag_records: lag.lag_records,
+            lag_ms: lag.lag_ms,
+        })
+        .collect();
     Ok(Json(GroupLag {
         group,
         total_lag_records: partitions.iter().map(|p| p.lag_records).sum(),
@@ -808,43 +498,24 @@ pub async fn lag(
     }))
 }
 
-/// Age of the first record at or after `offset`, read through the same path as fetches (local
-/// or tiered).
-async fn record_age(log: &TieredLog, offset: u64, now: i64) -> Result<i64, ApiError> {
-    let request = FetchRequest {
-        partition: 0,
-        offset,
-        max_bytes: 1,
-        max_records: 1,
-        format: strata_openapi::ValueFormat::Base64,
-    };
-    let read = read_records(log, &request).await?;
-    Ok(read
-        .response
-        .records
-        .first()
-        .map_or(0, |r| now.saturating_sub(r.timestamp).max(0)))
-}
-
 /// All groups (with members or committed offsets).
 #[utoipa::path(get, path = "/v1/groups", tag = "groups",
     responses((status = 200, description = "Groups", body = GroupList)))]
 pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
-    let mut names: BTreeSet<String> = state.offsets.groups().into_iter().collect();
-    names.extend(state.coordinator.groups());
-    let groups = names
+    let groups = state
+        .broker
+        .list_groups()
         .into_iter()
-        .map(|group| {
-            let description = state.coordinator.describe(&group);
-            GroupSummary {
-                state: description
-                    .as_ref()
-                    .map_or("empty", |d| d.state)
-                    .to_string(),
-                members: description
-                    .map_or(0, |d| u32::try_from(d.members.len()).unwrap_or(u32::MAX)),
-                group,
-            }
+        .map(|listing| GroupSummary {
+            state: listing
+                .description
+                .as_ref()
+                .map_or("empty", |d| d.state)
+                .to_string(),
+            members: listing
+                .description
+                .map_or(0, |d| u32::try_from(d.members.len()).unwrap_or(u32::MAX)),
+            group: listing.group,
         })
         .collect();
     Json(GroupList { groups })
@@ -861,8 +532,7 @@ pub async fn describe_group(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupDescription>, ApiError> {
-    known(&state, &group)?;
-    let Some(description) = state.coordinator.describe(&group) else {
+    let Some(description) = state.broker.describe_group(&group)? else {
         return Ok(Json(GroupDescription {
             group,
             state: "empty".into(),

@@ -1,4 +1,6 @@
-//! The HTTP API (`/v1`): axum handlers over the topic catalog and the storage engine.
+//! The HTTP API (`/v1`): an adapter over the broker. Each handler extracts its input, makes one
+//! broker call and turns the answer into the wire shape (a DTO of `strata_openapi`); no domain
+//! decision is made here.
 //!
 //! One module per resource; each handler is described for OpenAPI with `#[utoipa::path]`, and
 //! `openapi.rs` collects them into the document served at `/openapi.json` (Swagger UI at `/docs`,
@@ -32,33 +34,19 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::clock::Clock;
+use crate::broker::Broker;
 use crate::config::Config;
-use crate::groups::coordinator::Coordinator;
-use crate::groups::offsets::OffsetStore;
-use crate::log::Partition;
-use crate::producers::ProducerRegistry;
 use crate::status::ServerStatus;
-use crate::topics::catalog::{Catalog, Topic};
 use error::ApiError;
 
-/// What every handler can reach.
+/// What every handler can reach: the broker, which every operation goes through, and what
+/// only the transport needs.
 #[derive(Clone)]
 pub struct AppState {
-    /// Topics and partitions.
-    pub catalog: Arc<Catalog>,
-    /// Tiered storage (uploads run for topics with `remote_storage_enable`).
-    pub tiering: Arc<crate::tiering::Tiering>,
-    /// Idempotent-producer ids.
-    pub producers: Arc<ProducerRegistry>,
-    /// Consumer-group membership.
-    pub coordinator: Arc<Coordinator>,
-    /// Committed offsets of consumer groups.
-    pub offsets: Arc<OffsetStore>,
-    /// Server settings.
+    /// The service floor: every operation.
+    pub broker: Arc<Broker>,
+    /// Server settings (body limits, SSE pings).
     pub config: Arc<Config>,
-    /// Time source.
-    pub clock: Arc<dyn Clock>,
     /// The disk I/O backend in use, for `/healthz`.
     pub io_backend: String,
     /// Becomes true when shutdown starts: long polls and SSE streams end.
@@ -68,67 +56,6 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// A topic, or 404 `topic_not_found`.
-    ///
-    /// # Errors
-    /// When the topic does not exist.
-    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, ApiError> {
-        self.catalog.get(name).ok_or_else(|| {
-            ApiError::new(ErrorCode::TopicNotFound, format!("topic {name} not found"))
-        })
-    }
-
-    /// A topic that clients may write to: 404 `topic_not_found`, or 409 `internal_topic` for the
-    /// server's own topics, whose records only the server may write (one foreign record in
-    /// `__consumer_offsets` would otherwise be read back at every start).
-    ///
-    /// # Errors
-    /// When the topic does not exist or is internal.
-    pub fn writable_topic(&self, name: &str) -> Result<Arc<Topic>, ApiError> {
-        let topic = self.topic(name)?;
-        if topic.is_internal() {
-            return Err(internal_topic(name));
-        }
-        Ok(topic)
-    }
-
-    /// A partition as readers see it: local, plus the bucket for tiered topics.
-    ///
-    /// # Errors
-    /// 404 for an unknown partition; 503 when a tiered partition's manifest cannot be loaded.
-    pub async fn tiered_log(
-        &self,
-        topic: &Arc<Topic>,
-        partition: u32,
-    ) -> Result<crate::tiering::tiered_log::TieredLog, ApiError> {
-        let log = topic
-            .partition(partition)
-            .ok_or_else(|| produce::partition_not_found(topic, partition))?;
-        if !topic.config().remote_storage_enable {
-            return Ok(crate::tiering::tiered_log::TieredLog::local(log));
-        }
-        let remote = self
-            .tiering
-            .remote(topic.name(), partition, log.offsets().log_start_offset)
-            .await?;
-        Ok(crate::tiering::tiered_log::TieredLog::tiered(
-            log,
-            Arc::clone(&self.tiering),
-            remote,
-        ))
-    }
-
-    /// A partition, or 404 `topic_not_found` / `partition_not_found`.
-    ///
-    /// # Errors
-    /// When the topic or partition does not exist.
-    pub fn partition(&self, topic: &str, partition: u32) -> Result<Arc<Partition>, ApiError> {
-        let topic = self.topic(topic)?;
-        topic
-            .partition(partition)
-            .ok_or_else(|| produce::partition_not_found(&topic, partition))
-    }
-
     /// Whether `/readyz` says ready.
     pub fn is_ready(&self) -> bool {
         self.status.is_ready() && !*self.shutdown.borrow()
@@ -238,14 +165,6 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
-}
-
-/// 409 `internal_topic` for a change the public API may not make to an internal topic.
-pub fn internal_topic(name: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::InternalTopic,
-        format!("topic {name} is internal: only the server writes to it"),
-    )
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -4,15 +4,13 @@
 use axum::Json;
 use axum::extract::State;
 use strata_openapi::{
-    DeleteRecordsRequest, DeleteRecordsResponse, ErrorBody, ErrorCode, OffsetsQuery,
-    OffsetsResponse, PartitionOffsets, TimestampOffset,
+    DeleteRecordsRequest, DeleteRecordsResponse, ErrorBody, OffsetsQuery, OffsetsResponse,
+    PartitionOffsets, TimestampOffset,
 };
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
-use super::fetch::{FetchRequest, read_records};
-use crate::tiering::tiered_log::TieredLog;
 
 /// Offsets of a partition.
 ///
@@ -35,84 +33,25 @@ pub async fn offsets(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<OffsetsQuery>,
 ) -> Result<Json<OffsetsResponse>, ApiError> {
-    let topic = state.topic(&topic)?;
-    let log = state.tiered_log(&topic, partition).await?;
     if let Some(timestamp) = query.timestamp {
-        return Ok(Json(OffsetsResponse::Timestamp(
-            lookup(&log, partition, timestamp).await?,
-        )));
+        let found = state
+            .broker
+            .offset_for_timestamp(&topic, partition, timestamp)
+            .await?;
+        return Ok(Json(OffsetsResponse::Timestamp(TimestampOffset {
+            timestamp,
+            offset: found.offset,
+            record_timestamp: found.record_timestamp,
+        })));
     }
-    let offsets = log.offsets();
-    let tiered = log.remote().map(|remote| {
-        (
-            log.partition().offsets().log_start_offset,
-            remote.manifest().next_offset(),
-        )
-    });
+    let view = state.broker.partition_offsets(&topic, partition).await?;
     Ok(Json(OffsetsResponse::Offsets(PartitionOffsets {
-        earliest: offsets.log_start_offset,
-        latest: offsets.high_watermark,
-        log_end: offsets.log_end_offset,
-        earliest_local: tiered.map(|(local, _)| local),
-        latest_tiered: tiered.map(|(_, uploaded)| uploaded),
+        earliest: view.offsets.log_start_offset,
+        latest: view.offsets.high_watermark,
+        log_end: view.offsets.log_end_offset,
+        earliest_local: view.tiered.map(|t| t.local_start),
+        latest_tiered: view.tiered.map(|t| t.uploaded_end),
     })))
-}
-
-/// Kafka's ListOffsets special timestamps.
-const LATEST: i64 = -1;
-const EARLIEST: i64 = -2;
-const MAX_TIMESTAMP: i64 = -3;
-
-/// A timestamp lookup (or one of Kafka's special values), with the found record's timestamp.
-async fn lookup(
-    log: &TieredLog,
-    partition: u32,
-    timestamp: i64,
-) -> Result<TimestampOffset, ApiError> {
-    let offsets = log.offsets();
-    let position = |offset| TimestampOffset {
-        timestamp,
-        offset: Some(offset),
-        record_timestamp: None,
-    };
-    let found = match timestamp {
-        LATEST => return Ok(position(offsets.high_watermark)),
-        EARLIEST => return Ok(position(offsets.log_start_offset)),
-        MAX_TIMESTAMP => match log.max_timestamp() {
-            Some(max) => log.offset_for_timestamp(max).await?,
-            None => None,
-        },
-        t if t < 0 => {
-            return Err(ApiError::new(
-                ErrorCode::Invalid,
-                "timestamp must be >= 0, or -1 (latest), -2 (earliest) or -3 (max timestamp)",
-            ));
-        }
-        t => log.offset_for_timestamp(t).await?,
-    };
-    let record_timestamp = match found {
-        Some(offset) => {
-            let request = FetchRequest {
-                partition,
-                offset,
-                max_bytes: 1,
-                max_records: 1,
-                format: strata_openapi::ValueFormat::Base64,
-            };
-            read_records(log, &request)
-                .await?
-                .response
-                .records
-                .first()
-                .map(|r| r.timestamp)
-        }
-        None => None,
-    };
-    Ok(TimestampOffset {
-        timestamp,
-        offset: found,
-        record_timestamp,
-    })
 }
 
 /// Delete every record of a partition below an offset (Kafka's DeleteRecords), for example to
@@ -138,17 +77,9 @@ pub async fn delete_records(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiJson(request): ApiJson<DeleteRecordsRequest>,
 ) -> Result<Json<DeleteRecordsResponse>, ApiError> {
-    let topic = state.writable_topic(&topic)?;
-    let log = state.tiered_log(&topic, partition).await?;
-    let local = log.partition();
-    let log_start_offset = local.delete_records(request.offset).await?;
-    if log.remote().is_some() {
-        state
-            .tiering
-            .delete_records(topic.name(), partition, local, request.offset)
-            .await?;
-    }
-    Ok(Json(DeleteRecordsResponse {
-        log_start_offset: log.offsets().log_start_offset.max(log_start_offset),
-    }))
+    let log_start_offset = state
+        .broker
+        .delete_records(&topic, partition, request.offset)
+        .await?;
+    Ok(Json(DeleteRecordsResponse { log_start_offset }))
 }

@@ -2,12 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use strata_openapi::{ErrorBody, ErrorCode, InitProducerRequest, ProducerIdentity};
+use strata_openapi::{ErrorBody, InitProducerRequest, ProducerIdentity};
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::ApiJson;
-use crate::producers::ProducerRegistryError;
 
 /// Get a producer id and epoch for idempotent produce.
 ///
@@ -28,23 +27,9 @@ pub async fn init_producer(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<InitProducerRequest>,
 ) -> Result<Json<ProducerIdentity>, ApiError> {
-    match state.producers.init(request.producer_id).await {
-        Ok((producer_id, producer_epoch)) => Ok(Json(ProducerIdentity {
-            producer_id,
-            producer_epoch,
-        })),
-        Err(error @ ProducerRegistryError::Unknown(_)) => Err(ApiError::new(
-            ErrorCode::ProducerNotFound,
-            error.to_string(),
-        )),
-        Err(error @ ProducerRegistryError::EpochExhausted(_)) => {
-            Err(ApiError::new(ErrorCode::InvalidProducer, error.to_string()))
-        }
-        Err(error @ ProducerRegistryError::Io(_)) => {
-            Err(ApiError::internal(ErrorCode::StorageUnavailable, &error))
-        }
-        Err(error @ ProducerRegistryError::Corrupt { .. }) => {
-            Err(ApiError::internal(ErrorCode::Corrupt, &error))
-        }
-    }
+    let (producer_id, producer_epoch) = state.broker.init_producer(request.producer_id).await?;
+    Ok(Json(ProducerIdentity {
+        producer_id,
+        producer_epoch,
+    }))
 }

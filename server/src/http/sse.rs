@@ -17,10 +17,10 @@ use strata_openapi::{ErrorBody, StreamEnd, StreamEndReason, StreamPing};
 
 use super::AppState;
 use super::error::ApiError;
-use super::fetch::{FetchRequest, RecordsRead, read_records};
+use super::fetch::{FetchRequest, Page, read_page};
+use crate::broker::reader::PartitionReader;
 use crate::limits::{SSE_RETRY_MS, TOPIC_DELETION_CHECK_MS};
 use crate::log::LogOffsets;
-use crate::tiering::tiered_log::TieredLog;
 use crate::topics::catalog::Topic;
 
 /// Event name of a batch of records.
@@ -77,7 +77,7 @@ where
 }
 
 /// The `records` event of a partition stream: id = the next offset to read.
-fn records_event(read: &RecordsRead) -> Option<Event> {
+fn records_event(read: &Page) -> Option<Event> {
     Event::default()
         .event(RECORDS)
         .id(read.response.next_offset.to_string())
@@ -96,7 +96,8 @@ enum Wake {
 /// Whether `topic` is still the catalog's topic of that name (not deleted, not re-created).
 fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
     state
-        .catalog
+        .broker
+        .catalog()
         .get(topic.name())
         .is_some_and(|current| Arc::ptr_eq(&current, topic))
 }
@@ -108,9 +109,9 @@ fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
 pub(crate) fn partition_stream(
     state: AppState,
     topic: Arc<Topic>,
-    log: Arc<TieredLog>,
+    log: Arc<PartitionReader>,
     request: FetchRequest,
-    first: Option<RecordsRead>,
+    first: Option<Page>,
 ) -> impl IntoResponse {
     let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
     let mut shutdown = state.shutdown.clone();
@@ -158,7 +159,7 @@ pub(crate) fn partition_stream(
                     if high_watermark <= next {
                         continue;
                     }
-                    read_records(&log, &FetchRequest { offset: next, ..request }).await
+                    read_page(&log, &FetchRequest { offset: next, ..request }).await
                 }
             };
             match read {

@@ -7,13 +7,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use strata_openapi::{
     AddPartitionsRequest, AddPartitionsResponse, CleanerStatus, ColdCacheStats, CreateTopicRequest,
-    ErrorBody, ErrorCode, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation,
-    TopicDescription, TopicList, TopicSummary, UpdateTopicConfigsRequest,
+    ErrorBody, PartitionDescription, SegmentInfo, SegmentList, SegmentLocation, TopicDescription,
+    TopicList, TopicSummary, UpdateTopicConfigsRequest,
 };
 
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use crate::broker::topics::SegmentPlace;
 use crate::topics::catalog::Topic;
 
 /// Create a topic.
@@ -35,11 +36,10 @@ pub async fn create_topic(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
-    refuse_lock_without_worm(&state, &request.configs)?;
     let partitions = request.partitions.unwrap_or(1);
     let topic = state
-        .catalog
-        .create(&request.name, partitions, &request.configs, false)
+        .broker
+        .create_topic(&request.name, partitions, &request.configs)
         .await?;
     Ok((StatusCode::CREATED, Json(describe(&topic))))
 }
@@ -49,8 +49,8 @@ pub async fn create_topic(
     responses((status = 200, description = "All topics", body = TopicList)))]
 pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
     let topics = state
-        .catalog
-        .list()
+        .broker
+        .list_topics()
         .iter()
         .map(|t| TopicSummary {
             name: t.name().to_string(),
@@ -72,7 +72,7 @@ pub async fn describe_topic(
     State(state): State<AppState>,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<TopicDescription>, ApiError> {
-    Ok(Json(describe(&state.topic(&topic)?)))
+    Ok(Json(describe(&state.broker.topic(&topic)?)))
 }
 
 /// Change topic settings. Only the keys given change; `null` resets a key to its default.
@@ -94,10 +94,9 @@ pub async fn update_configs(
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<UpdateTopicConfigsRequest>,
 ) -> Result<Json<TopicDescription>, ApiError> {
-    refuse_lock_without_worm(&state, &request.configs)?;
     let topic = state
-        .catalog
-        .update_configs(&topic, &request.configs)
+        .broker
+        .update_topic_configs(&topic, &request.configs)
         .await?;
     Ok(Json(describe(&topic)))
 }
@@ -125,7 +124,7 @@ pub async fn add_partitions(
     ApiJson(request): ApiJson<AddPartitionsRequest>,
 ) -> Result<Json<AddPartitionsResponse>, ApiError> {
     let topic = state
-        .catalog
+        .broker
         .add_partitions(&topic, request.partitions)
         .await?;
     let warning = "keys are assigned to partitions by hash modulo the partition count: records \
@@ -150,9 +149,7 @@ pub async fn delete_topic(
     State(state): State<AppState>,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.delete(&topic).await?;
-    // The bucket may hold the topic even if tiering is off now: never let a restore revive it.
-    state.tiering.delete_topic(&topic).await;
+    state.broker.delete_topic(&topic).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -171,90 +168,40 @@ pub async fn list_segments(
     State(state): State<AppState>,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
 ) -> Result<Json<SegmentList>, ApiError> {
-    let topic = state.topic(&topic)?;
-    let log = state.tiered_log(&topic, partition).await?;
-    let local = log.partition().segments();
-    let log_end = log.partition().offsets().log_end_offset;
-    let manifest = log.remote().map(|remote| remote.manifest());
-    let uploaded_end = manifest.as_ref().map_or(0, |m| m.next_offset());
-    let local_start = local.first().map_or(log_end, |s| s.base_offset);
-    let mut segments: Vec<SegmentInfo> = Vec::new();
-    if let Some(manifest) = &manifest {
-        for remote in manifest
-            .segments
-            .iter()
-            .filter(|s| s.base_offset < local_start)
-        {
-            segments.push(SegmentInfo {
-                base_offset: remote.base_offset,
-                end_offset: remote.last_offset + 1,
-                size_bytes: remote.size,
-                max_timestamp: Some(remote.max_timestamp),
-                location: SegmentLocation::Remote,
-                active: false,
-            });
-        }
-    }
-    for (i, segment) in local.iter().enumerate() {
-        let end_offset = local.get(i + 1).map_or(log_end, |next| next.base_offset);
-        let active = i + 1 == local.len();
-        let uploaded = manifest.is_some() && !active && end_offset <= uploaded_end;
-        segments.push(SegmentInfo {
+    let view = state.broker.segments(&topic, partition).await?;
+    let segments = view
+        .segments
+        .into_iter()
+        .map(|segment| SegmentInfo {
             base_offset: segment.base_offset,
-            end_offset,
-            size_bytes: segment.durable_size,
+            end_offset: segment.end_offset,
+            size_bytes: segment.size_bytes,
             max_timestamp: segment.max_timestamp,
-            location: if uploaded {
-                SegmentLocation::Both
-            } else {
-                SegmentLocation::Local
+            location: match segment.place {
+                SegmentPlace::Local => SegmentLocation::Local,
+                SegmentPlace::Remote => SegmentLocation::Remote,
+                SegmentPlace::Both => SegmentLocation::Both,
             },
-            active,
-        });
-    }
-    let cache = manifest.as_ref().map(|_| {
-        let stats = state.tiering.cache_stats();
-        ColdCacheStats {
-            hits: stats.hits,
-            misses: stats.misses,
-            gets: stats.gets,
-            bytes_fetched: stats.bytes_fetched,
-            bytes_cached: stats.bytes_cached,
-            evictions: stats.evictions,
-            read_ahead_gets: stats.read_ahead_gets,
-        }
+            active: segment.active,
+        })
+        .collect();
+    let cache = view.cache.map(|stats| ColdCacheStats {
+        hits: stats.hits,
+        misses: stats.misses,
+        gets: stats.gets,
+        bytes_fetched: stats.bytes_fetched,
+        bytes_cached: stats.bytes_cached,
+        evictions: stats.evictions,
+        read_ahead_gets: stats.read_ahead_gets,
     });
     Ok(Json(SegmentList {
         segments,
-        tiered: manifest.is_some(),
+        tiered: view.tiered,
         cache,
     }))
 }
 
-/// 422 `invalid_config` for Object Lock settings on a store that cannot lock objects: a topic
-/// must not look protected (WORM) when nothing protects it.
-fn refuse_lock_without_worm(
-    state: &AppState,
-    configs: &std::collections::BTreeMap<String, serde_json::Value>,
-) -> Result<(), ApiError> {
-    let locks = configs
-        .get("remote_object_lock_days")
-        .and_then(|v| {
-            v.as_f64()
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        })
-        .is_some_and(|days| days > 0.0);
-    if locks && !state.tiering.can_lock_objects() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidConfig,
-            "remote_object_lock_days: the tiered store is a local folder, which cannot lock \
-             objects (WORM); use an S3 bucket with Object Lock enabled",
-        ));
-    }
-    Ok(())
-}
-
-/// The API view of a topic.
+/// A topic in the API's shape.
 pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
     let compacts = topic.config().cleanup_policy.compacts();
     let partitions = topic

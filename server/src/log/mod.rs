@@ -69,6 +69,7 @@ pub mod partition;
 pub mod producer_state;
 pub mod read;
 pub mod recovery;
+pub mod retention;
 pub mod scan;
 pub mod segment;
 pub mod time_index;

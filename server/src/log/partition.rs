@@ -22,8 +22,10 @@ use super::compaction::{self, CleanerStatus, CompactionError, CompactionPolicy, 
 use super::config::{LogConfig, LogConfigError};
 use super::meta::MetaError;
 use super::producer_state::ProducerError;
+use super::read::first_at_or_after_time;
 use super::recovery::{RecoveryReport, recover};
-use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot, batch_offsets};
+use super::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
+use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot};
 use super::writer::{Command, Writer};
 use crate::clock::Clock;
 use crate::io::{Io, IoError};
@@ -443,22 +445,23 @@ impl Partition {
     ) -> Option<u64> {
         let segments = self.segments();
         let (_active, closed) = segments.split_last()?;
-        let mut remaining: u64 = segments.iter().map(|s| s.durable_size).sum();
-        let mut cut = None;
-        for (i, segment) in closed.iter().enumerate() {
-            let expired = retention_ms >= 0
-                && segment
-                    .max_timestamp
-                    .is_none_or(|newest| newest < now_ms.saturating_sub(retention_ms));
-            let oversized = u64::try_from(retention_bytes).is_ok_and(|limit| remaining > limit);
-            let next_base = segments.get(i + 1).map(|next| next.base_offset);
-            if !(expired || oversized) || next_base.is_none_or(|next| next > bound) {
-                break;
-            }
-            remaining -= segment.durable_size;
-            cut = next_base;
-        }
-        cut.filter(|cut| *cut > self.offsets().log_start_offset)
+        let total: u64 = segments.iter().map(|s| s.durable_size).sum();
+        // A closed segment ends where the next one (closed or active) begins.
+        let candidates = closed
+            .iter()
+            .zip(segments.iter().skip(1))
+            .map(|(segment, next)| RetentionCandidate {
+                end_offset: next.base_offset,
+                size: segment.durable_size,
+                max_timestamp: segment.max_timestamp,
+            })
+            .take_while(|candidate| candidate.end_offset <= bound);
+        let policy = RetentionPolicy {
+            retention_ms,
+            retention_bytes,
+        };
+        retention_cut(candidates, total, policy, now_ms)
+            .filter(|cut| *cut > self.offsets().log_start_offset)
     }
 
     /// Closed segments with their files, oldest first, for uploading.
@@ -740,32 +743,14 @@ impl Partition {
             });
             let bytes = segment.durable_bytes();
             let window = bytes.slice(start as usize..);
-            for item in batch_headers(&window) {
-                let (position, header) = item.map_err(|source| SegmentReadError::Corrupt {
+            let found = first_at_or_after_time(&window, 0, offsets.high_watermark, timestamp)
+                .map_err(|error| SegmentReadError::Corrupt {
                     path: segment.log_file().path().to_path_buf(),
-                    position: start,
-                    source,
+                    position: start + error.position as u64,
+                    source: error.source,
                 })?;
-                let (base, _) = batch_offsets(&header);
-                if base >= offsets.high_watermark {
-                    break;
-                }
-                if header.max_timestamp < timestamp {
-                    continue;
-                }
-                let batch_bytes = window.slice(position..position + header.total_len());
-                let corrupt = |source| SegmentReadError::Corrupt {
-                    path: segment.log_file().path().to_path_buf(),
-                    position: start + position as u64,
-                    source,
-                };
-                let batch = RecordBatch::decode_exact(batch_bytes).map_err(corrupt)?;
-                for record in batch.records() {
-                    let record = record.map_err(corrupt)?;
-                    if record.timestamp >= timestamp {
-                        return Ok(u64::try_from(record.offset).ok());
-                    }
-                }
+            if found.is_some() {
+                return Ok(found);
             }
         }
         Ok(None)

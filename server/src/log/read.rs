@@ -463,6 +463,56 @@ impl Walk<'_> {
     }
 }
 
+/// A batch that failed validation during a timestamp search.
+#[derive(Debug, thiserror::Error)]
+#[error("batch at byte {position} of the window: {source}")]
+pub struct TimestampSearchError {
+    /// Byte position within the window.
+    pub position: usize,
+    /// What failed.
+    #[source]
+    pub source: BatchError,
+}
+
+/// The one timestamp search of local and remote segments: the first record in `window` (whole
+/// batches from a batch boundary) whose offset is in `from..upper` and whose timestamp is at or
+/// after `timestamp`. A batch whose newest timestamp is older is skipped by its header alone;
+/// only a batch that may hold the record is decoded (CRC and records validated).
+///
+/// # Errors
+/// The position and cause of a batch that fails validation.
+pub fn first_at_or_after_time(
+    window: &bytes::Bytes,
+    from: u64,
+    upper: u64,
+    timestamp: i64,
+) -> Result<Option<u64>, TimestampSearchError> {
+    for item in batch_headers(window) {
+        let (position, header) = item.map_err(|source| TimestampSearchError {
+            position: 0,
+            source,
+        })?;
+        let (base, last) = batch_offsets(&header);
+        if base >= upper {
+            break;
+        }
+        if header.max_timestamp < timestamp || last < from {
+            continue;
+        }
+        let bytes = window.slice(position..position + header.total_len());
+        let failed = |source| TimestampSearchError { position, source };
+        let batch = super::RecordBatch::decode_exact(bytes).map_err(failed)?;
+        for record in batch.records() {
+            let record = record.map_err(failed)?;
+            let offset = u64::try_from(record.offset).unwrap_or(0);
+            if offset >= from && offset < upper && record.timestamp >= timestamp {
+                return Ok(Some(offset));
+            }
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;

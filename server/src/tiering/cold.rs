@@ -13,9 +13,8 @@ use strata_tiering::digest::ChunkDigests;
 use strata_tiering::manifest::RemoteSegment;
 
 use super::{RemotePartition, Tiering, TieringError};
-use crate::log::RecordBatch;
 use crate::log::offset_index::OffsetIndex;
-use crate::log::read::{Choice, OffsetBounds, choose_batches};
+use crate::log::read::{Choice, OffsetBounds, choose_batches, first_at_or_after_time};
 use crate::log::time_index::TimeIndex;
 
 /// Bytes read beyond `max_bytes` at first, so the batch holding the wanted offset usually
@@ -137,18 +136,11 @@ impl Tiering {
             let Some(slice) = self.read_cold(remote, offset, 1 << 20).await? else {
                 break;
             };
-            let mut rest = slice.data.clone();
-            while !rest.is_empty() {
-                let batch =
-                    RecordBatch::decode_first(&rest).map_err(|e| corrupt(&segment.log.key, &e))?;
-                for record in batch.records() {
-                    let record = record.map_err(|e| corrupt(&segment.log.key, &e))?;
-                    let at = u64::try_from(record.offset).unwrap_or(0);
-                    if at >= offset && record.timestamp >= timestamp {
-                        return Ok(Some(at));
-                    }
-                }
-                rest = rest.slice(batch.len()..);
+            let upper = segment.last_offset.saturating_add(1);
+            let found = first_at_or_after_time(&slice.data, offset, upper, timestamp)
+                .map_err(|e| corrupt(&segment.log.key, &e))?;
+            if found.is_some() {
+                return Ok(found);
             }
             offset = slice.next_offset;
         }

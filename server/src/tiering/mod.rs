@@ -10,7 +10,6 @@
 pub mod cold;
 pub mod restore;
 pub mod sync;
-pub mod tiered_log;
 
 use std::collections::HashMap;
 use std::path::Path;

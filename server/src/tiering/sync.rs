@@ -19,6 +19,7 @@ use strata_tiering::object_lock::{Retention, RetentionMode};
 use strata_tiering::upload::{UploadOptions, UploadedObject, upload_all, upload_bytes};
 
 use super::{RemotePartition, Tiering, TieringError};
+use crate::log::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
 use crate::log::{ClosedSegment, Partition};
 use crate::topics::catalog::{Catalog, Topic};
 use crate::topics::config::{ObjectLockMode, TopicConfig};
@@ -344,22 +345,24 @@ impl Tiering {
             .iter()
             .filter(|s| s.last_offset < local_start)
             .collect();
-        let mut total = local_bytes + remote_only.iter().map(|s| s.size).sum::<u64>();
-        let mut cut = None;
-        for (i, segment) in remote_only.iter().enumerate() {
-            let expired = config.retention_ms >= 0
-                && segment.max_timestamp < now.saturating_sub(config.retention_ms);
-            let oversized = u64::try_from(config.retention_bytes).is_ok_and(|limit| total > limit);
-            if !(expired || oversized) {
-                break;
-            }
-            total -= segment.size;
-            cut = Some(
-                remote_only
+        let total = local_bytes + remote_only.iter().map(|s| s.size).sum::<u64>();
+        // A remote segment ends where the next one begins (compaction may leave a gap), the
+        // last one after its last offset.
+        let candidates = remote_only
+            .iter()
+            .enumerate()
+            .map(|(i, segment)| RetentionCandidate {
+                end_offset: remote_only
                     .get(i + 1)
                     .map_or(segment.last_offset + 1, |next| next.base_offset),
-            );
-        }
+                size: segment.size,
+                max_timestamp: Some(segment.max_timestamp),
+            });
+        let policy = RetentionPolicy {
+            retention_ms: config.retention_ms,
+            retention_bytes: config.retention_bytes,
+        };
+        let cut = retention_cut(candidates, total, policy, now);
         let Some(cut) = cut.filter(|c| *c > manifest.log_start_offset) else {
             return Ok(());
         };

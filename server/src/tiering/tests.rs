@@ -11,8 +11,8 @@ use serde_json::Value;
 use strata_tiering::faults::{FaultKind, Faults, FaultyObjectStore, Operation};
 use strata_tiering::store::{StoreSettings, TierStore};
 
-use super::tiered_log::TieredLog;
 use super::{Tiering, TieringSettings};
+use crate::broker::reader::PartitionReader as TieredLog;
 use crate::clock::ManualClock;
 use crate::io::{Io, IoBackendChoice};
 use crate::log::Acks;

@@ -1,24 +1,25 @@
 //! One partition as readers see it: the local log, plus the bucket below the local log start
-//! when the topic is tiered. The fetch endpoints read through this, so every format serves cold
-//! offsets the same way as hot ones.
+//! when the topic is tiered. Every read of the broker (fetch in each format, member fetch, lag,
+//! timestamp lookups) goes through this one reader, so cold offsets are served the same way as
+//! hot ones and the local-or-remote decision is made in one place.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{RemotePartition, Tiering, TieringError};
 use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
+use crate::tiering::{RemotePartition, Tiering, TieringError};
 
 /// A partition's local log and, for tiered topics, its remote part.
 #[derive(Debug, Clone)]
-pub struct TieredLog {
+pub struct PartitionReader {
     local: Arc<Partition>,
     remote: Option<(Arc<Tiering>, Arc<RemotePartition>)>,
 }
 
 /// Why a read failed.
 #[derive(Debug, thiserror::Error)]
-pub enum TieredReadError {
+pub enum ReaderError {
     /// The local read failed.
     #[error(transparent)]
     Local(#[from] ReadError),
@@ -27,7 +28,7 @@ pub enum TieredReadError {
     Remote(#[from] TieringError),
 }
 
-impl TieredLog {
+impl PartitionReader {
     /// A partition without a remote part.
     pub fn local(local: Arc<Partition>) -> Self {
         Self {
@@ -83,7 +84,7 @@ impl TieredLog {
     ///
     /// # Errors
     /// Out of range (against the whole log), local or remote failures.
-    pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, TieredReadError> {
+    pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReaderError> {
         let offsets = self.offsets();
         let local_start = self.local.offsets().log_start_offset;
         if let Some((tiering, remote)) = &self.remote
@@ -149,10 +150,7 @@ impl TieredLog {
     ///
     /// # Errors
     /// Local or remote failures.
-    pub async fn offset_for_timestamp(
-        &self,
-        timestamp: i64,
-    ) -> Result<Option<u64>, TieredReadError> {
+    pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, ReaderError> {
         if let Some((tiering, remote)) = &self.remote
             && let Some(offset) = tiering.offset_for_timestamp_cold(remote, timestamp).await?
             && offset < self.local.offsets().log_start_offset

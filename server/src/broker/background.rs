@@ -1,0 +1,57 @@
+//! The broker's background work: the cleaner (retention and compaction), the tiering sweep
+//! (uploads, remote retention) and consumer-group member expiry. Started once the broker is
+//! built, stopped (aborted) at shutdown before the catalog closes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::Broker;
+use crate::log::compaction::throttle::Throttle;
+
+/// How often member liveness is checked; timeouts are at least a second, so this bounds the
+/// extra delay of an eviction to a quarter of the smallest timeout.
+const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The running background tasks.
+pub struct BackgroundTasks {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl BackgroundTasks {
+    /// Starts every background task of `broker`.
+    pub fn start(broker: &Arc<Broker>) -> Self {
+        let config = broker.config();
+        let cleaner = tokio::spawn(crate::cleaner::run(
+            Arc::clone(broker.catalog()),
+            Arc::clone(broker.clock()),
+            config.retention_check_interval_ms,
+            Arc::new(Throttle::new(config.cleaner_io_max_bytes_per_second)),
+        ));
+        let tiering = tokio::spawn(crate::tiering::sync::run(
+            Arc::clone(broker.tiering()),
+            Arc::clone(broker.catalog()),
+        ));
+        let expiry = tokio::spawn(expire_members(Arc::clone(broker)));
+        Self {
+            tasks: vec![cleaner, tiering, expiry],
+        }
+    }
+
+    /// Stops them; none of them holds anything a restart would miss.
+    pub fn abort(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Evicts group members whose session or poll interval ran out (time from the injected clock).
+async fn expire_members(broker: Arc<Broker>) {
+    let mut ticker = tokio::time::interval(EXPIRY_CHECK_INTERVAL);
+    loop {
+        ticker.tick().await;
+        broker.expire_members();
+    }
+}

@@ -1,0 +1,54 @@
+//! Delete-records (Kafka's DeleteRecords) over both tiers as one operation: every record of a
+//! partition below an offset goes, in the bucket and on the local disk.
+//!
+//! The bucket is trimmed first. A failure there changes nothing; a failure of the local step
+//! after it leaves the bucket trimmed and the local log not yet, so readers still see the
+//! records (the readable log start is the lower of the two) until a retry, which is
+//! idempotent, trims the local log too. Trimming the local log first would instead hide the
+//! records locally while the bucket still served them to readers below the local start.
+
+use super::error::{DeleteRecordsError, OffsetOutOfRange};
+use super::{Broker, ReaderOpenError};
+
+impl From<ReaderOpenError> for DeleteRecordsError {
+    fn from(error: ReaderOpenError) -> Self {
+        match error {
+            ReaderOpenError::Lookup(lookup) => DeleteRecordsError::Lookup(lookup),
+            ReaderOpenError::Remote(remote) => DeleteRecordsError::Remote(remote),
+        }
+    }
+}
+
+impl Broker {
+    /// Deletes every record of `topic`/`partition` below `before`; returns the new log start
+    /// offset. Readers in the middle of a fetch finish it.
+    ///
+    /// # Errors
+    /// Unknown or internal topic, an offset above the high watermark, store or disk failures.
+    pub async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: u64,
+    ) -> Result<u64, DeleteRecordsError> {
+        let topic = self.writable_topic(topic)?;
+        let reader = self.reader(&topic, partition).await?;
+        let offsets = reader.offsets();
+        if before > offsets.high_watermark {
+            return Err(OffsetOutOfRange {
+                requested: before,
+                earliest: offsets.log_start_offset,
+                latest: offsets.high_watermark,
+            }
+            .into());
+        }
+        let local = reader.partition();
+        if reader.remote().is_some() {
+            self.tiering
+                .delete_records(topic.name(), partition, local, before)
+                .await?;
+        }
+        let local_start = local.delete_records(before).await?;
+        Ok(reader.offsets().log_start_offset.max(local_start))
+    }
+}

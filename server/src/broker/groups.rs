@@ -1,0 +1,582 @@
+//! Consumer groups over stateless requests: join, heartbeat, leave, reading as a member,
+//! committing, resetting and deleting offsets, lag, and descriptions. Membership lives in the
+//! [`Coordinator`](crate::groups::coordinator::Coordinator), committed offsets in the
+//! [`OffsetStore`](crate::groups::offsets::OffsetStore); this module is what the operations
+//! mean on top of them: which topics exist, where a member starts reading, what counts as lag.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::error::GroupOpError;
+use super::fetch::{ReadRequest, first_record, read_records};
+use super::reader::PartitionReader;
+use super::{Broker, local_partition};
+use crate::groups::assignment::TopicPartition;
+use crate::groups::coordinator::{
+    AutoOffsetReset, GroupDescription, JoinRequest, MemberView, PollGrant,
+};
+use crate::groups::offsets::{Commit, GroupOffsets};
+use crate::log::{LogOffsets, Record};
+
+/// Where a reset moves a group's committed offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    /// The log start.
+    Earliest,
+    /// The high watermark.
+    Latest,
+    /// The first record at or after this timestamp.
+    Timestamp(i64),
+    /// This offset (must be in the log).
+    Offset(i64),
+    /// The committed offset (or the log start) plus this, clamped to the log.
+    Shift(i64),
+}
+
+/// A reset of a group's committed offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetRequest {
+    /// The topic.
+    pub topic: String,
+    /// Its partitions; `None` is all of them.
+    pub partitions: Option<Vec<u32>>,
+    /// The target, `None` when the request named a target that needs a value and gave none.
+    pub to: Option<ResetTo>,
+    /// Reset even while the group has live members.
+    pub force: bool,
+}
+
+/// One committed offset to store for a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitRequest {
+    /// The committing member and its generation; `None` for a group without live members.
+    pub member: Option<(String, u32)>,
+    /// The offsets.
+    pub commits: Vec<Commit>,
+}
+
+/// Budgets of one member read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberReadBounds {
+    /// Bytes of stored batches over all partitions.
+    pub max_bytes: u64,
+    /// Records over all partitions.
+    pub max_records: u32,
+    /// How long to wait when no partition has records.
+    pub wait: Duration,
+}
+
+/// What a member read returned.
+#[derive(Debug)]
+pub struct MemberRecords {
+    /// The records with their partitions, partition by partition.
+    pub records: Vec<(TopicPartition, Record)>,
+    /// The position after the read in every partition read.
+    pub positions: BTreeMap<TopicPartition, u64>,
+}
+
+/// Lag of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLagView {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The committed offset, if any.
+    pub committed_offset: Option<u64>,
+    /// Where the lag counts from.
+    pub start_offset: u64,
+    /// Why it counts from there.
+    pub basis: LagBasis,
+    /// The high watermark.
+    pub high_watermark: u64,
+    /// Records between the start and the high watermark.
+    pub lag_records: u64,
+    /// Age of the record at the start (0 without lag).
+    pub lag_ms: i64,
+}
+
+/// What a partition's lag counts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LagBasis {
+    /// The committed offset.
+    Committed,
+    /// No commit; the log start (`auto_offset_reset = earliest`, or no subscription).
+    Earliest,
+    /// No commit; the high watermark (`auto_offset_reset = latest`).
+    Latest,
+    /// No commit and `auto_offset_reset = none`: counted from the log start.
+    None,
+}
+
+/// A group's name and, while it has members, its state.
+#[derive(Debug, Clone)]
+pub struct GroupListing {
+    /// The group id.
+    pub group: String,
+    /// Its membership, `None` for a group with only committed offsets.
+    pub description: Option<GroupDescription>,
+}
+
+impl Broker {
+    /// Joins a group (or rejoins with a static instance id).
+    ///
+    /// # Errors
+    /// A bad group id, an unknown or internal topic, a refused join.
+    pub fn join_group(&self, group: &str, join: &JoinRequest) -> Result<MemberView, GroupOpError> {
+        validate_group_id(group)?;
+        let mut topics: BTreeSet<String> = join.topics.iter().cloned().collect();
+        let mut counts = BTreeMap::new();
+        for topic in &topics {
+            counts.insert(topic.clone(), self.writable_topic(topic)?.partition_count());
+        }
+        topics.extend(self.coordinator.topics(group));
+        counts.extend(self.existing_counts(&topics));
+        Ok(self.coordinator.join(group, join, &counts)?)
+    }
+
+    /// A member's heartbeat.
+    ///
+    /// # Errors
+    /// Unknown member, a generation the group never had.
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        generation: u32,
+    ) -> Result<MemberView, GroupOpError> {
+        Ok(self.coordinator.heartbeat(group, member, generation)?)
+    }
+
+    /// A member leaves now.
+    ///
+    /// # Errors
+    /// Unknown member.
+    pub fn leave_group(&self, group: &str, member: &str) -> Result<(), GroupOpError> {
+        let topics = self.coordinator.topics(group);
+        Ok(self
+            .coordinator
+            .leave(group, member, &self.existing_counts(&topics))?)
+    }
+
+    /// Partition counts of the topics that still exist (a deleted topic just stops being
+    /// assigned).
+    pub fn existing_counts(&self, topics: &BTreeSet<String>) -> BTreeMap<String, u32> {
+        topics
+            .iter()
+            .filter_map(|t| {
+                self.catalog
+                    .get(t)
+                    .map(|topic| (t.clone(), topic.partition_count()))
+            })
+            .collect()
+    }
+
+    /// Evicts members whose session or poll interval ran out.
+    pub fn expire_members(&self) {
+        self.coordinator
+            .expire(|topics| self.existing_counts(topics));
+    }
+
+    /// Checks membership and generation for a read and keeps the member alive.
+    ///
+    /// # Errors
+    /// Unknown member or stale generation.
+    pub fn poll_member(
+        &self,
+        group: &str,
+        member: &str,
+        generation: u32,
+    ) -> Result<PollGrant, GroupOpError> {
+        Ok(self.coordinator.poll(group, member, generation)?)
+    }
+
+    /// Moves a member's read positions (a resumed stream's last seen positions).
+    pub fn advance_member(
+        &self,
+        group: &str,
+        member: &str,
+        positions: &BTreeMap<TopicPartition, u64>,
+    ) {
+        self.coordinator.advance(group, member, positions);
+    }
+
+    /// Commits what the member's previous read returned (at-least-once).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn commit_member_positions(
+        &self,
+        group: &str,
+        member: &str,
+    ) -> Result<(), GroupOpError> {
+        let positions = self.coordinator.positions(group, member);
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let commits: Vec<Commit> = positions
+            .iter()
+            .map(|((topic, partition), offset)| Commit {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+                metadata: String::new(),
+            })
+            .collect();
+        self.offsets
+            .commit(group, &commits, self.clock.now_ms())
+            .await?;
+        Ok(())
+    }
+
+    /// Reads records from every partition of a poll grant, from each one's start, sharing the
+    /// byte and record budgets; waits for data when no partition has any.
+    ///
+    /// # Errors
+    /// No valid start with `auto_offset_reset = none`; read failures.
+    pub async fn read_for_member(
+        &self,
+        group: &str,
+        member: &str,
+        grant: PollGrant,
+        bounds: MemberReadBounds,
+    ) -> Result<MemberRecords, GroupOpError> {
+        let mut plans = Vec::new();
+        for (tp, position) in &grant.positions {
+            let Some(topic) = self.catalog.get(&tp.0) else {
+                continue;
+            };
+            let reader = match self.reader(&topic, tp.1).await {
+                Ok(reader) => reader,
+                Err(error) => {
+                    tracing::warn!(topic = %tp.0, partition = tp.1, %error,
+                        "member read skips a partition that cannot be opened");
+                    continue;
+                }
+            };
+            let start =
+                self.member_start(group, tp, &reader, *position, grant.auto_offset_reset)?;
+            plans.push((tp.clone(), reader, start));
+        }
+        if !bounds.wait.is_zero()
+            && plans
+                .iter()
+                .all(|(_, reader, start)| reader.offsets().high_watermark <= *start)
+        {
+            self.wait_any(&plans, bounds.wait).await;
+        }
+        let per_partition = (bounds.max_bytes / plans.len().max(1) as u64).max(1);
+        let mut records_left = bounds.max_records;
+        let mut records = Vec::new();
+        let mut positions = BTreeMap::new();
+        for (tp, reader, start) in &plans {
+            let mut next = *start;
+            if records_left > 0 && *start < reader.offsets().high_watermark {
+                let request = ReadRequest {
+                    offset: *start,
+                    max_bytes: per_partition,
+                    max_records: records_left,
+                };
+                let read = read_records(reader, &request).await?;
+                records_left = records_left
+                    .saturating_sub(u32::try_from(read.records.len()).unwrap_or(u32::MAX));
+                next = read.next_offset;
+                records.extend(read.records.into_iter().map(|r| (tp.clone(), r)));
+            }
+            positions.insert(tp.clone(), next);
+        }
+        self.coordinator.advance(group, member, &positions);
+        Ok(MemberRecords { records, positions })
+    }
+
+    /// Where a member starts in one partition: its position, else the committed offset, else
+    /// `auto_offset_reset` (also when retention deleted what it points at).
+    fn member_start(
+        &self,
+        group: &str,
+        (topic, partition): &TopicPartition,
+        reader: &PartitionReader,
+        position: Option<u64>,
+        reset: AutoOffsetReset,
+    ) -> Result<u64, GroupOpError> {
+        let offsets = reader.offsets();
+        let in_range =
+            |offset: u64| offset >= offsets.log_start_offset && offset <= offsets.high_watermark;
+        if let Some(position) = position.filter(|p| in_range(*p)) {
+            return Ok(position);
+        }
+        let committed = self.offsets.get(group, topic, *partition).map(|c| c.offset);
+        if let Some(offset) = committed.filter(|o| in_range(*o)) {
+            return Ok(offset);
+        }
+        match reset {
+            AutoOffsetReset::Earliest => Ok(offsets.log_start_offset),
+            AutoOffsetReset::Latest => Ok(offsets.high_watermark),
+            AutoOffsetReset::None => Err(GroupOpError::NoValidOffset(match committed {
+                Some(offset) => format!(
+                    "{topic}/{partition}: committed offset {offset} is outside [{}, {}] and \
+                     auto_offset_reset is none",
+                    offsets.log_start_offset, offsets.high_watermark
+                ),
+                None => format!(
+                    "{topic}/{partition}: no committed offset and auto_offset_reset is none"
+                ),
+            })),
+        }
+    }
+
+    /// Waits until any of the partitions has records past its start, `wait` passes, or
+    /// shutdown.
+    async fn wait_any(&self, plans: &[(TopicPartition, PartitionReader, u64)], wait: Duration) {
+        if plans.is_empty() {
+            return;
+        }
+        let waits = plans.iter().map(|(_, reader, start)| {
+            let mut offsets = reader.subscribe();
+            let start = *start;
+            Box::pin(async move {
+                let _ = offsets
+                    .wait_for(|o: &LogOffsets| o.high_watermark > start)
+                    .await;
+            })
+        });
+        let mut shutdown = self.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::timeout(wait, futures::future::select_all(waits)) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => {}
+        }
+    }
+
+    /// Commits offsets for many partitions at once. While the group has members, the commit
+    /// must come from a current member that owns every partition in it.
+    ///
+    /// # Errors
+    /// A bad group id or request, an unknown or internal topic or partition, a fenced member,
+    /// storage failures.
+    pub async fn commit_offsets(
+        &self,
+        group: &str,
+        request: &CommitRequest,
+    ) -> Result<GroupOffsets, GroupOpError> {
+        validate_group_id(group)?;
+        if request.commits.is_empty() {
+            return Err(GroupOpError::Invalid("offsets must not be empty".into()));
+        }
+        for commit in &request.commits {
+            let topic = self.writable_topic(&commit.topic)?;
+            local_partition(&topic, commit.partition)?;
+        }
+        let partitions: Vec<TopicPartition> = request
+            .commits
+            .iter()
+            .map(|c| (c.topic.clone(), c.partition))
+            .collect();
+        let member = request
+            .member
+            .as_ref()
+            .map(|(member, generation)| (member.as_str(), *generation));
+        self.coordinator.check_commit(group, member, &partitions)?;
+        self.offsets
+            .commit(group, &request.commits, self.clock.now_ms())
+            .await?;
+        Ok(self.offsets.committed(group))
+    }
+
+    /// A group's committed offsets.
+    ///
+    /// # Errors
+    /// An unknown group.
+    pub fn group_offsets(&self, group: &str) -> Result<GroupOffsets, GroupOpError> {
+        self.known_group(group)?;
+        Ok(self.offsets.committed(group))
+    }
+
+    /// Deletes every committed offset of a group without live members.
+    ///
+    /// # Errors
+    /// An unknown group, live members, storage failures.
+    pub async fn delete_group_offsets(&self, group: &str) -> Result<(), GroupOpError> {
+        self.known_group(group)?;
+        if self.coordinator.member_count(group) > 0 {
+            return Err(GroupOpError::LiveMembers {
+                group: group.to_string(),
+                hint: "",
+            });
+        }
+        self.offsets
+            .delete_group(group, self.clock.now_ms())
+            .await?;
+        Ok(())
+    }
+
+    /// Moves a group's committed offsets (see [`ResetTo`]); only while the group has no live
+    /// members, unless forced.
+    ///
+    /// # Errors
+    /// A bad group id, live members, an unknown or internal topic or partition, an explicit
+    /// offset outside the log, a missing value, storage failures.
+    pub async fn reset_group_offsets(
+        &self,
+        group: &str,
+        request: &ResetRequest,
+    ) -> Result<GroupOffsets, GroupOpError> {
+        validate_group_id(group)?;
+        if !request.force && self.coordinator.member_count(group) > 0 {
+            return Err(GroupOpError::LiveMembers {
+                group: group.to_string(),
+                hint: "; pass force to reset anyway",
+            });
+        }
+        let topic = self.writable_topic(&request.topic)?;
+        let partitions = match &request.partitions {
+            Some(list) => list.clone(),
+            None => (0..topic.partition_count()).collect(),
+        };
+        let mut commits = Vec::new();
+        for partition in partitions {
+            let log = local_partition(&topic, partition)?;
+            let offsets = log.offsets();
+            let to = request
+                .to
+                .ok_or_else(|| GroupOpError::Invalid("this reset target needs a value".into()))?;
+            let clamp = |o: i128| {
+                o.clamp(
+                    i128::from(offsets.log_start_offset),
+                    i128::from(offsets.high_watermark),
+                ) as u64
+            };
+            let offset = match to {
+                ResetTo::Earliest => offsets.log_start_offset,
+                ResetTo::Latest => offsets.high_watermark,
+                ResetTo::Timestamp(timestamp) => log
+                    .offset_for_timestamp(timestamp)?
+                    .unwrap_or(offsets.high_watermark),
+                ResetTo::Offset(wanted) => {
+                    let wanted = u64::try_from(wanted)
+                        .map_err(|_| GroupOpError::Invalid("offset must be >= 0".into()))?;
+                    super::fetch::check_range(&offsets, wanted)?;
+                    wanted
+                }
+                ResetTo::Shift(by) => {
+                    let committed = self
+                        .offsets
+                        .get(group, &request.topic, partition)
+                        .map_or(offsets.log_start_offset, |c| c.offset);
+                    clamp(i128::from(committed) + i128::from(by))
+                }
+            };
+            commits.push(Commit {
+                topic: request.topic.clone(),
+                partition,
+                offset,
+                metadata: String::new(),
+            });
+        }
+        self.offsets
+            .commit(group, &commits, self.clock.now_ms())
+            .await?;
+        Ok(self.offsets.committed(group))
+    }
+
+    /// Lag of every partition the group committed to or subscribes to, in records and in
+    /// time. Ages are read like fetches, so a committed offset that only the bucket still
+    /// holds has a real age too.
+    ///
+    /// # Errors
+    /// An unknown group; read failures.
+    pub async fn group_lag(&self, group: &str) -> Result<Vec<PartitionLagView>, GroupOpError> {
+        self.known_group(group)?;
+        let now = self.clock.now_ms();
+        let committed = self.offsets.committed(group);
+        let subscriptions = self.coordinator.subscriptions(group);
+        let mut wanted: BTreeSet<TopicPartition> = committed.keys().cloned().collect();
+        for topic in subscriptions.keys() {
+            if let Some(found) = self.catalog.get(topic) {
+                wanted.extend((0..found.partition_count()).map(|p| (topic.clone(), p)));
+            }
+        }
+        let mut partitions = Vec::new();
+        for (topic, partition) in wanted {
+            let Some(found) = self.catalog.get(&topic) else {
+                continue;
+            };
+            if partition >= found.partition_count() {
+                continue;
+            }
+            let reader = self
+                .reader(&found, partition)
+                .await
+                .map_err(super::error::FetchError::from)?;
+            let offsets = reader.offsets();
+            let commit = committed.get(&(topic.clone(), partition)).map(|c| c.offset);
+            let (basis, start) = match (commit, subscriptions.get(&topic).copied()) {
+                (Some(offset), _) => (LagBasis::Committed, offset.max(offsets.log_start_offset)),
+                (None, Some(AutoOffsetReset::Latest)) => (LagBasis::Latest, offsets.high_watermark),
+                (None, Some(AutoOffsetReset::None)) => (LagBasis::None, offsets.log_start_offset),
+                (None, Some(AutoOffsetReset::Earliest) | None) => {
+                    (LagBasis::Earliest, offsets.log_start_offset)
+                }
+            };
+            let start = start.min(offsets.high_watermark);
+            let lag_records = offsets.high_watermark - start;
+            let lag_ms = match lag_records {
+                0 => 0,
+                _ => first_record(&reader, start)
+                    .await?
+                    .map_or(0, |r| now.saturating_sub(r.timestamp).max(0)),
+            };
+            partitions.push(PartitionLagView {
+                partition: (topic, partition),
+                committed_offset: commit,
+                start_offset: start,
+                basis,
+                high_watermark: offsets.high_watermark,
+                lag_records,
+                lag_ms,
+            });
+        }
+        Ok(partitions)
+    }
+
+    /// Every group with members or committed offsets.
+    pub fn list_groups(&self) -> Vec<GroupListing> {
+        let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
+        names.extend(self.coordinator.groups());
+        names
+            .into_iter()
+            .map(|group| GroupListing {
+                description: self.coordinator.describe(&group),
+                group,
+            })
+            .collect()
+    }
+
+    /// A group's membership; `None` for a group with only committed offsets.
+    ///
+    /// # Errors
+    /// An unknown group.
+    pub fn describe_group(&self, group: &str) -> Result<Option<GroupDescription>, GroupOpError> {
+        self.known_group(group)?;
+        Ok(self.coordinator.describe(group))
+    }
+
+    fn known_group(&self, group: &str) -> Result<(), GroupOpError> {
+        if self.offsets.committed(group).is_empty() && self.coordinator.describe(group).is_none() {
+            return Err(GroupOpError::GroupNotFound {
+                group: group.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn validate_group_id(group: &str) -> Result<(), GroupOpError> {
+    let valid = !group.is_empty()
+        && group.len() <= 255
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(GroupOpError::InvalidGroupId)
+    }
+}

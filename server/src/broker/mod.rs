@@ -1,0 +1,235 @@
+//! The service floor between the transports and the engine: what an operation *means*
+//! (produce, fetch, consumer groups, producers, topics, delete-records, background work),
+//! independent of HTTP. Every check an operation needs (does the topic exist, may clients write
+//! it, is the offset in range, is the producer fenced) happens here once, so later layers
+//! (authentication, metrics, audit, routing between nodes) have one place to hook in.
+//!
+//! Must not depend on: `axum` or anything in `crate::http` (the tidy test checks). Returns
+//! domain types and per-operation errors ([`error`]); the HTTP layer turns those into DTOs and
+//! error codes.
+
+pub mod background;
+pub mod delete_records;
+pub mod error;
+pub mod fetch;
+pub mod groups;
+pub mod produce;
+pub mod reader;
+pub mod topics;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::sync::watch;
+
+use self::error::LookupError;
+use self::reader::PartitionReader;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::groups::coordinator::Coordinator;
+use crate::groups::offsets::OffsetStore;
+use crate::log::Partition;
+use crate::producers::ProducerRegistry;
+use crate::tiering::{Tiering, TieringError};
+use crate::topics::catalog::{Catalog, Topic};
+
+/// The parts an operation works with, injected at start (`server::build_broker`).
+pub struct Broker {
+    /// Topics and partitions.
+    catalog: Arc<Catalog>,
+    /// Tiered storage (uploads run for topics with `remote_storage_enable`).
+    tiering: Arc<Tiering>,
+    /// Idempotent-producer ids and epochs.
+    producers: Arc<ProducerRegistry>,
+    /// Consumer-group membership.
+    coordinator: Arc<Coordinator>,
+    /// Committed offsets of consumer groups.
+    offsets: Arc<OffsetStore>,
+    /// Server settings (fetch bounds).
+    config: Arc<Config>,
+    /// Time source: produce timestamps, commit times, lag ages.
+    clock: Arc<dyn Clock>,
+    /// Becomes true when shutdown starts: long polls end early.
+    shutdown: watch::Receiver<bool>,
+    /// Varies the sticky partition of keyless records from one request to the next, so keyless
+    /// traffic spreads over the partitions (one counter per broker, not a process global, so
+    /// two servers in one process do not share it).
+    sticky_seed: AtomicU64,
+}
+
+/// What [`Broker::new`] is built from.
+pub struct BrokerParts {
+    /// Topics and partitions.
+    pub catalog: Arc<Catalog>,
+    /// Tiered storage.
+    pub tiering: Arc<Tiering>,
+    /// Idempotent-producer ids.
+    pub producers: Arc<ProducerRegistry>,
+    /// Consumer-group membership.
+    pub coordinator: Arc<Coordinator>,
+    /// Committed offsets.
+    pub offsets: Arc<OffsetStore>,
+    /// Server settings.
+    pub config: Arc<Config>,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Shutdown signal.
+    pub shutdown: watch::Receiver<bool>,
+    /// First value of the sticky-partition seed.
+    pub sticky_seed: u64,
+}
+
+impl Broker {
+    /// A broker over these parts.
+    pub fn new(parts: BrokerParts) -> Self {
+        Self {
+            catalog: parts.catalog,
+            tiering: parts.tiering,
+            producers: parts.producers,
+            coordinator: parts.coordinator,
+            offsets: parts.offsets,
+            config: parts.config,
+            clock: parts.clock,
+            shutdown: parts.shutdown,
+            sticky_seed: AtomicU64::new(parts.sticky_seed),
+        }
+    }
+
+    /// The topic catalog (background tasks and topic listings read it).
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Tiered storage.
+    pub fn tiering(&self) -> &Arc<Tiering> {
+        &self.tiering
+    }
+
+    /// The time source.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Server settings.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// Whether shutdown has started.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// A receiver that turns true when shutdown starts.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.clone()
+    }
+
+    /// A topic.
+    ///
+    /// # Errors
+    /// [`LookupError::TopicNotFound`].
+    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, LookupError> {
+        self.catalog
+            .get(name)
+            .ok_or_else(|| LookupError::TopicNotFound {
+                topic: name.to_string(),
+            })
+    }
+
+    /// A topic that clients may change: not one of the server's internal topics.
+    ///
+    /// # Errors
+    /// [`LookupError::TopicNotFound`] or [`LookupError::InternalTopic`].
+    pub fn writable_topic(&self, name: &str) -> Result<WritableTopic, LookupError> {
+        let topic = self.topic(name)?;
+        if topic.is_internal() {
+            return Err(LookupError::InternalTopic {
+                topic: name.to_string(),
+            });
+        }
+        Ok(WritableTopic(topic))
+    }
+
+    /// A partition's local log.
+    ///
+    /// # Errors
+    /// When the topic or partition does not exist.
+    pub fn partition(&self, topic: &str, partition: u32) -> Result<Arc<Partition>, LookupError> {
+        local_partition(self.topic(topic)?.as_ref(), partition)
+    }
+
+    /// A partition as readers see it: the local log, plus the bucket for tiered topics.
+    ///
+    /// # Errors
+    /// An unknown partition; a tiered partition whose manifest cannot be loaded.
+    pub async fn reader(
+        &self,
+        topic: &Arc<Topic>,
+        partition: u32,
+    ) -> Result<PartitionReader, ReaderOpenError> {
+        let log = local_partition(topic, partition)?;
+        if !topic.config().remote_storage_enable {
+            return Ok(PartitionReader::local(log));
+        }
+        let remote = self
+            .tiering
+            .remote(topic.name(), partition, log.offsets().log_start_offset)
+            .await?;
+        Ok(PartitionReader::tiered(
+            log,
+            Arc::clone(&self.tiering),
+            remote,
+        ))
+    }
+}
+
+/// A topic [`Broker::writable_topic`] checked: operations that change a topic take this, so
+/// the internal-topic rule cannot be skipped and is checked once per request.
+#[derive(Debug, Clone)]
+pub struct WritableTopic(Arc<Topic>);
+
+impl WritableTopic {
+    /// The topic.
+    pub fn topic(&self) -> &Arc<Topic> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for WritableTopic {
+    type Target = Arc<Topic>;
+
+    fn deref(&self) -> &Arc<Topic> {
+        &self.0
+    }
+}
+
+/// Why [`Broker::reader`] could not open a partition.
+#[derive(Debug, thiserror::Error)]
+pub enum ReaderOpenError {
+    /// No such topic or partition.
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    /// The partition's remote part could not be loaded.
+    #[error(transparent)]
+    Remote(#[from] TieringError),
+}
+
+/// A topic's partition, or [`LookupError::PartitionNotFound`].
+///
+/// # Errors
+/// When the topic has no such partition.
+pub fn local_partition(topic: &Topic, partition: u32) -> Result<Arc<Partition>, LookupError> {
+    topic
+        .partition(partition)
+        .ok_or_else(|| partition_not_found(topic, partition))
+}
+
+/// [`LookupError::PartitionNotFound`] for `topic`.
+pub fn partition_not_found(topic: &Topic, partition: u32) -> LookupError {
+    LookupError::PartitionNotFound {
+        topic: topic.name().to_string(),
+        partition,
+        count: topic.partition_count(),
+    }
+}

@@ -1,0 +1,468 @@
+//! Produce: records to a topic (partitioned by key) or to one partition, and raw Kafka
+//! RecordBatch v2 bytes to one partition.
+//!
+//! Records of one request that go to the same partition become one batch and commit atomically;
+//! records for different partitions are appended concurrently. Keyless records without an
+//! explicit partition all go to one partition per request (sticky), as Kafka's sticky
+//! partitioner does per producer batch. Idempotent producers are checked against the registry
+//! (ids and epochs this server issued; older epochs are fenced) before anything is appended.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::error::ProduceError;
+use super::fetch::stored_records;
+use super::{Broker, WritableTopic, local_partition, partition_not_found};
+use crate::limits::MAX_RECORDS_PER_REQUEST;
+use crate::log::batch::{BatchHeader, BatchOptions, Compression, TimestampType};
+use crate::log::{Acks, BatchAck, NewRecord, RecordBatch, RecordHeader};
+use crate::topics::catalog::Topic;
+use crate::topics::config::{CompressionType, MessageTimestampType, TopicConfig};
+use crate::topics::partitioner::{StickyPartitioner, partition_for_key};
+
+/// One record of a produce request, decoded from its wire shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncomingRecord {
+    /// The partition the client chose, if any.
+    pub partition: Option<u32>,
+    /// The client's timestamp (ms since the epoch); `None` is "now".
+    pub timestamp: Option<i64>,
+    /// The key; picks the partition when none is given.
+    pub key: Option<Bytes>,
+    /// The value; `None` is a tombstone on compacted topics.
+    pub value: Option<Bytes>,
+    /// Headers.
+    pub headers: Vec<RecordHeader>,
+}
+
+/// An idempotent producer's identity on a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerSession {
+    /// Id issued by `POST /v1/producers`.
+    pub producer_id: i64,
+    /// Epoch issued with it.
+    pub producer_epoch: i16,
+    /// Base sequence per partition, keyed by the partition number as text (as on the wire).
+    pub sequences: BTreeMap<String, i32>,
+}
+
+/// Where a produce request sends its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProduceTarget {
+    /// The topic: each record to its explicit partition, its key's partition, or the sticky one.
+    Topic,
+    /// One partition; every record's explicit partition must be this one.
+    Partition(u32),
+}
+
+/// A produce of decoded records.
+#[derive(Debug, Clone)]
+pub struct ProduceRecords {
+    /// The records, in request order.
+    pub records: Vec<IncomingRecord>,
+    /// The idempotent producer, if any.
+    pub producer: Option<ProducerSession>,
+    /// When to acknowledge.
+    pub acks: Acks,
+    /// Append only if the partition's log end offset equals this (one partition only).
+    pub expected_offset: Option<u64>,
+}
+
+/// Where one record was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredPosition {
+    /// The partition.
+    pub partition: u32,
+    /// The offset.
+    pub offset: u64,
+    /// The timestamp stored with it.
+    pub timestamp: i64,
+}
+
+/// The answer of a produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Produced {
+    /// One position per record, in request order.
+    pub positions: Vec<StoredPosition>,
+    /// True when an idempotent retry matched batches already stored: the positions are those of
+    /// the first attempt.
+    pub duplicate: bool,
+}
+
+impl Broker {
+    /// Appends decoded records, one batch per partition.
+    ///
+    /// # Errors
+    /// See [`ProduceError`]; nothing is stored for a request refused before its appends.
+    pub async fn produce(
+        &self,
+        topic: &WritableTopic,
+        target: ProduceTarget,
+        request: ProduceRecords,
+    ) -> Result<Produced, ProduceError> {
+        let topic = topic.topic();
+        check_request_shape(topic, target, &request)?;
+        let groups = self.partition_records(topic, target, &request.records)?;
+        if let Some(producer) = &request.producer {
+            self.check_epoch(producer.producer_id, producer.producer_epoch)
+                .await?;
+        }
+        let config = topic.config();
+        let mut appends = Vec::with_capacity(groups.len());
+        for (partition, records) in &groups {
+            let options = batch_options(&config, request.producer.as_ref(), *partition)?;
+            let new: Vec<NewRecord> = records.iter().map(|(_, r)| r.clone()).collect();
+            let batch = RecordBatch::encode(&options, &new)
+                .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
+            let log = local_partition(topic, *partition)?;
+            appends.push(append_one(
+                log,
+                batch,
+                request.acks,
+                request.expected_offset,
+            ));
+        }
+        let results = futures::future::join_all(appends).await;
+        let mut positions = vec![None; request.records.len()];
+        let mut duplicate = false;
+        for ((partition, records), result) in groups.iter().zip(results) {
+            let ack = result?;
+            duplicate |= ack.duplicate;
+            // A retry's answer carries what the first attempt stored, not the retry's timestamps.
+            let stamps = match ack.duplicate {
+                true => stored_timestamps(topic, *partition, &ack).await?,
+                false => records.iter().map(|(_, r)| r.timestamp).collect(),
+            };
+            for (delta, ((index, _), timestamp)) in records.iter().zip(stamps).enumerate() {
+                if let Some(slot) = positions.get_mut(*index) {
+                    *slot = Some(StoredPosition {
+                        partition: *partition,
+                        offset: ack.base_offset + delta as u64,
+                        timestamp,
+                    });
+                }
+            }
+        }
+        Ok(Produced {
+            positions: positions.into_iter().flatten().collect(),
+            duplicate,
+        })
+    }
+
+    /// Records per partition, each remembering its index in the request; timestamps resolved
+    /// by the topic's timestamp type.
+    fn partition_records(
+        &self,
+        topic: &Topic,
+        target: ProduceTarget,
+        records: &[IncomingRecord],
+    ) -> Result<BTreeMap<u32, Vec<(usize, NewRecord)>>, ProduceError> {
+        let config = topic.config();
+        let count = topic.partition_count();
+        let now = self.clock.now_ms();
+        let seed = self.sticky_seed.fetch_add(1, Ordering::Relaxed);
+        let sticky = StickyPartitioner::new(count, seed);
+        let mut groups: BTreeMap<u32, Vec<(usize, NewRecord)>> = BTreeMap::new();
+        for (index, record) in records.iter().enumerate() {
+            if record.timestamp.is_some_and(|t| t < 0) {
+                return Err(ProduceError::Invalid(format!(
+                    "records[{index}].timestamp must be >= 0 (ms since the Unix epoch)"
+                )));
+            }
+            if config.cleanup_policy.compacts() && record.key.is_none() {
+                return Err(ProduceError::KeyRequired(format!(
+                    "records[{index}]: compacted topics need a key on every record"
+                )));
+            }
+            let timestamp = match config.message_timestamp_type {
+                MessageTimestampType::LogAppendTime => now,
+                MessageTimestampType::CreateTime => record.timestamp.unwrap_or(now),
+            };
+            let partition = match (target, record.partition, &record.key) {
+                (ProduceTarget::Partition(fixed), _, _) => fixed,
+                (ProduceTarget::Topic, Some(explicit), _) => explicit,
+                (ProduceTarget::Topic, None, Some(key)) => partition_for_key(key, count),
+                (ProduceTarget::Topic, None, None) => sticky.partition(),
+            };
+            if partition >= count {
+                return Err(partition_not_found(topic, partition).into());
+            }
+            groups.entry(partition).or_default().push((
+                index,
+                NewRecord {
+                    timestamp,
+                    key: record.key.clone(),
+                    value: record.value.clone(),
+                    headers: record.headers.clone(),
+                },
+            ));
+        }
+        Ok(groups)
+    }
+
+    /// Appends raw Kafka record batches to one partition, stored as sent except for the base
+    /// offset the broker assigns (and the codec, when the topic sets one).
+    ///
+    /// # Errors
+    /// See [`ProduceError`]; a body with any invalid batch stores nothing.
+    pub async fn produce_batches(
+        &self,
+        topic: &WritableTopic,
+        partition: u32,
+        body: Bytes,
+        acks: Acks,
+        expected_offset: Option<u64>,
+    ) -> Result<Produced, ProduceError> {
+        let topic = topic.topic();
+        let log = local_partition(topic, partition)?;
+        let mut batches = split_batches(&body)?;
+        for batch in &batches {
+            let header = batch.header();
+            if header.producer_id >= 0 {
+                self.check_epoch(header.producer_id, header.producer_epoch)
+                    .await?;
+            }
+        }
+        let config = topic.config();
+        let timestamps = batch_timestamps(&batches, config.cleanup_policy.compacts())?;
+        if let Some(codec) = topic_codec(&config) {
+            for batch in &mut batches {
+                *batch = batch
+                    .with_compression(codec)
+                    .map_err(|e| ProduceError::BadRecordBatch(format!("cannot recompress: {e}")))?;
+            }
+        }
+        let acks = log.append_if(batches, acks, expected_offset).await?;
+        let mut positions = Vec::new();
+        let mut duplicate = false;
+        for (ack, stamps) in acks.iter().zip(timestamps) {
+            duplicate |= ack.duplicate;
+            let stamps = match ack.duplicate {
+                true => stored_timestamps(topic, partition, ack).await?,
+                false => stamps,
+            };
+            for (delta, timestamp) in stamps.into_iter().enumerate() {
+                positions.push(StoredPosition {
+                    partition,
+                    offset: ack.base_offset + delta as u64,
+                    timestamp,
+                });
+            }
+        }
+        Ok(Produced {
+            positions,
+            duplicate,
+        })
+    }
+
+    /// Refuses ids this server did not issue, epochs it did not issue, and epochs older than the
+    /// newest one issued for the id (fenced sessions).
+    async fn check_epoch(&self, producer_id: i64, epoch: i16) -> Result<(), ProduceError> {
+        let Some(current) = self.producers.epoch(producer_id).await else {
+            return Err(ProduceError::InvalidProducer(format!(
+                "producer id {producer_id} was not issued by this server (POST /v1/producers)"
+            )));
+        };
+        if epoch < current {
+            return Err(ProduceError::ProducerFenced {
+                producer_id,
+                epoch,
+                current,
+            });
+        }
+        if epoch > current {
+            return Err(ProduceError::InvalidProducer(format!(
+                "producer {producer_id} epoch {epoch} was never issued (current {current})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Issues a producer identity: a new id, or the next epoch of `existing` (fencing the
+    /// older epochs).
+    ///
+    /// # Errors
+    /// An id this server never issued, exhausted epochs, storage failures.
+    pub async fn init_producer(
+        &self,
+        existing: Option<i64>,
+    ) -> Result<(i64, i16), super::error::InitProducerError> {
+        self.producers.init(existing).await
+    }
+}
+
+/// The request-level rules: some records, not too many, `expected_offset` only for one
+/// partition, explicit partitions matching the target.
+fn check_request_shape(
+    topic: &Topic,
+    target: ProduceTarget,
+    request: &ProduceRecords,
+) -> Result<(), ProduceError> {
+    if target == ProduceTarget::Topic && request.expected_offset.is_some() {
+        return Err(ProduceError::Invalid(format!(
+            "expected_offset applies to one partition: use /v1/topics/{}/partitions/{{p}}/records",
+            topic.name()
+        )));
+    }
+    if let ProduceTarget::Partition(partition) = target {
+        local_partition(topic, partition)?;
+        if let Some(bad) = request
+            .records
+            .iter()
+            .position(|r| r.partition.is_some_and(|p| p != partition))
+        {
+            return Err(ProduceError::Invalid(format!(
+                "records[{bad}].partition differs from the partition in the path"
+            )));
+        }
+    }
+    if request.records.is_empty() {
+        return Err(ProduceError::Invalid("records must not be empty".into()));
+    }
+    if request.records.len() > MAX_RECORDS_PER_REQUEST {
+        return Err(ProduceError::Invalid(format!(
+            "at most {MAX_RECORDS_PER_REQUEST} records per request"
+        )));
+    }
+    Ok(())
+}
+
+async fn append_one(
+    log: Arc<crate::log::Partition>,
+    batch: RecordBatch,
+    acks: Acks,
+    expected_offset: Option<u64>,
+) -> Result<BatchAck, ProduceError> {
+    let acks = log.append_if(vec![batch], acks, expected_offset).await?;
+    acks.into_iter()
+        .next()
+        .ok_or(ProduceError::Internal("append returned no offsets"))
+}
+
+fn batch_options(
+    config: &TopicConfig,
+    producer: Option<&ProducerSession>,
+    partition: u32,
+) -> Result<BatchOptions, ProduceError> {
+    let timestamp_type = match config.message_timestamp_type {
+        MessageTimestampType::CreateTime => TimestampType::CreateTime,
+        MessageTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+    };
+    let mut options = BatchOptions {
+        timestamp_type,
+        compression: topic_codec(config).unwrap_or(Compression::None),
+        ..BatchOptions::default()
+    };
+    if let Some(producer) = producer {
+        let sequence = producer
+            .sequences
+            .get(&partition.to_string())
+            .copied()
+            .ok_or_else(|| {
+                ProduceError::Invalid(format!(
+                    "producer.sequences has no sequence for partition {partition}"
+                ))
+            })?;
+        if sequence < 0 {
+            return Err(ProduceError::Invalid("sequences must be >= 0".into()));
+        }
+        options.producer_id = producer.producer_id;
+        options.producer_epoch = producer.producer_epoch;
+        options.base_sequence = sequence;
+    }
+    Ok(options)
+}
+
+/// The batches of a raw body, each validated for appending.
+fn split_batches(body: &Bytes) -> Result<Vec<RecordBatch>, ProduceError> {
+    let mut batches = Vec::new();
+    let mut position = 0;
+    while position < body.len() {
+        let bad = |e: &dyn std::fmt::Display| {
+            ProduceError::BadRecordBatch(format!("batch at byte {position}: {e}"))
+        };
+        let batch = RecordBatch::decode_first(&body.slice(position..)).map_err(|e| bad(&e))?;
+        refuse_unsupported(batch.header(), position)?;
+        batch.validate_for_append().map_err(|e| bad(&e))?;
+        position += batch.len();
+        batches.push(batch);
+    }
+    if batches.is_empty() {
+        return Err(ProduceError::BadRecordBatch(
+            "the body holds no record batch".into(),
+        ));
+    }
+    Ok(batches)
+}
+
+/// Each batch's record timestamps; refuses keyless records on compacted topics and negative
+/// timestamps.
+fn batch_timestamps(
+    batches: &[RecordBatch],
+    compacted: bool,
+) -> Result<Vec<Vec<i64>>, ProduceError> {
+    let mut timestamps = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let mut stamps = Vec::new();
+        for record in batch.records() {
+            let record = record.map_err(|e| ProduceError::BadRecordBatch(e.to_string()))?;
+            if compacted && record.key.is_none() {
+                return Err(ProduceError::KeyRequired(
+                    "compacted topics need keys".into(),
+                ));
+            }
+            if record.timestamp < 0 {
+                return Err(ProduceError::Invalid(format!(
+                    "record at offset delta {} has timestamp {}: timestamps must be >= 0",
+                    record.offset - batch.header().base_offset,
+                    record.timestamp
+                )));
+            }
+            stamps.push(record.timestamp);
+        }
+        timestamps.push(stamps);
+    }
+    Ok(timestamps)
+}
+
+/// The codec a topic stores batches with; `None` keeps the producer's.
+fn topic_codec(config: &TopicConfig) -> Option<Compression> {
+    match config.compression_type {
+        CompressionType::Producer => None,
+        CompressionType::Uncompressed => Some(Compression::None),
+        CompressionType::Gzip => Some(Compression::Gzip),
+        CompressionType::Snappy => Some(Compression::Snappy),
+        CompressionType::Lz4 => Some(Compression::Lz4),
+        CompressionType::Zstd => Some(Compression::Zstd),
+    }
+}
+
+/// `unsupported_record_batch` for batch features Strata does not implement yet.
+fn refuse_unsupported(header: &BatchHeader, position: usize) -> Result<(), ProduceError> {
+    let feature = if header.is_control() {
+        "control batches (transaction markers)"
+    } else if header.is_transactional() {
+        "transactional batches (Strata has no transactions yet)"
+    } else {
+        return Ok(());
+    };
+    Err(ProduceError::UnsupportedRecordBatch(format!(
+        "batch at byte {position}: {feature} are not supported"
+    )))
+}
+
+/// Timestamps of the stored records of a batch the log already held (an idempotent retry).
+async fn stored_timestamps(
+    topic: &Topic,
+    partition: u32,
+    ack: &BatchAck,
+) -> Result<Vec<i64>, ProduceError> {
+    let log = local_partition(topic, partition)?;
+    let slice = log.read(ack.base_offset, 1).await?;
+    let records = stored_records(slice.data, ack.base_offset..=ack.last_offset)
+        .map_err(ProduceError::Corrupt)?;
+    Ok(records.iter().map(|r| r.timestamp).collect())
+}

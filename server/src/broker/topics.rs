@@ -1,0 +1,189 @@
+//! Topic operations: create, configure, grow, delete, and where each segment of a partition
+//! lives (local disk, bucket, both).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use strata_tiering::chunk_cache::CacheStats;
+
+use super::error::TopicError;
+use super::{Broker, ReaderOpenError};
+use crate::topics::catalog::Topic;
+
+impl From<ReaderOpenError> for TopicError {
+    fn from(error: ReaderOpenError) -> Self {
+        match error {
+            ReaderOpenError::Lookup(lookup) => TopicError::Lookup(lookup),
+            ReaderOpenError::Remote(remote) => TopicError::Remote(remote),
+        }
+    }
+}
+
+/// Where a segment's records are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentPlace {
+    /// Only on the local disk.
+    Local,
+    /// Only in the bucket.
+    Remote,
+    /// Uploaded and still on the local disk.
+    Both,
+}
+
+/// One segment of a partition, local or remote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentView {
+    /// Its first offset.
+    pub base_offset: u64,
+    /// The offset after its last one.
+    pub end_offset: u64,
+    /// Bytes.
+    pub size_bytes: u64,
+    /// Its newest record's timestamp, if known.
+    pub max_timestamp: Option<i64>,
+    /// Where it is.
+    pub place: SegmentPlace,
+    /// Whether appends go to it.
+    pub active: bool,
+}
+
+/// A partition's segments, oldest first.
+#[derive(Debug, Clone)]
+pub struct SegmentsView {
+    /// The segments.
+    pub segments: Vec<SegmentView>,
+    /// Whether the topic is tiered.
+    pub tiered: bool,
+    /// The cold-read cache, for tiered topics.
+    pub cache: Option<CacheStats>,
+}
+
+impl Broker {
+    /// Every topic, internal ones included.
+    pub fn list_topics(&self) -> Vec<Arc<Topic>> {
+        self.catalog.list()
+    }
+
+    /// Creates a topic.
+    ///
+    /// # Errors
+    /// Invalid name, count or settings; an existing topic; storage failures.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        self.refuse_lock_without_worm(configs)?;
+        Ok(self
+            .catalog
+            .create(name, partitions, configs, false)
+            .await?)
+    }
+
+    /// Changes a topic's settings.
+    ///
+    /// # Errors
+    /// Unknown or internal topic, invalid settings, storage failures.
+    pub async fn update_topic_configs(
+        &self,
+        name: &str,
+        configs: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>, TopicError> {
+        self.refuse_lock_without_worm(configs)?;
+        Ok(self.catalog.update_configs(name, configs).await?)
+    }
+
+    /// Grows a topic to `partitions` partitions.
+    ///
+    /// # Errors
+    /// Unknown or internal topic, a count that does not grow or exceeds the limit.
+    pub async fn add_partitions(
+        &self,
+        name: &str,
+        partitions: u32,
+    ) -> Result<Arc<Topic>, TopicError> {
+        Ok(self.catalog.add_partitions(name, partitions).await?)
+    }
+
+    /// Deletes a topic, locally and in the bucket.
+    ///
+    /// # Errors
+    /// Unknown or internal topic, storage failures.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+        self.catalog.delete(name).await?;
+        // The bucket may hold the topic even if tiering is off now: never let a restore
+        // revive it.
+        self.tiering.delete_topic(name).await;
+        Ok(())
+    }
+
+    /// Where each segment of a partition lives, oldest first.
+    ///
+    /// # Errors
+    /// Unknown topic or partition; an unloadable manifest.
+    pub async fn segments(&self, topic: &str, partition: u32) -> Result<SegmentsView, TopicError> {
+        let topic = self.topic(topic)?;
+        let reader = self.reader(&topic, partition).await?;
+        let local = reader.partition().segments();
+        let log_end = reader.partition().offsets().log_end_offset;
+        let manifest = reader.remote().map(|remote| remote.manifest());
+        let uploaded_end = manifest.as_ref().map_or(0, |m| m.next_offset());
+        let local_start = local.first().map_or(log_end, |s| s.base_offset);
+        let mut segments = Vec::new();
+        for remote in manifest
+            .iter()
+            .flat_map(|m| m.segments.iter())
+            .filter(|s| s.base_offset < local_start)
+        {
+            segments.push(SegmentView {
+                base_offset: remote.base_offset,
+                end_offset: remote.last_offset + 1,
+                size_bytes: remote.size,
+                max_timestamp: Some(remote.max_timestamp),
+                place: SegmentPlace::Remote,
+                active: false,
+            });
+        }
+        for (i, segment) in local.iter().enumerate() {
+            let end_offset = local.get(i + 1).map_or(log_end, |next| next.base_offset);
+            let active = i + 1 == local.len();
+            let uploaded = manifest.is_some() && !active && end_offset <= uploaded_end;
+            segments.push(SegmentView {
+                base_offset: segment.base_offset,
+                end_offset,
+                size_bytes: segment.durable_size,
+                max_timestamp: segment.max_timestamp,
+                place: if uploaded {
+                    SegmentPlace::Both
+                } else {
+                    SegmentPlace::Local
+                },
+                active,
+            });
+        }
+        Ok(SegmentsView {
+            segments,
+            tiered: manifest.is_some(),
+            cache: manifest.as_ref().map(|_| self.tiering.cache_stats()),
+        })
+    }
+
+    fn refuse_lock_without_worm(
+        &self,
+        configs: &BTreeMap<String, Value>,
+    ) -> Result<(), TopicError> {
+        let locks = configs
+            .get("remote_object_lock_days")
+            .and_then(|v| {
+                v.as_f64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            })
+            .is_some_and(|days| days > 0.0);
+        if locks && !self.tiering.can_lock_objects() {
+            return Err(TopicError::LockWithoutWorm);
+        }
+        Ok(())
+    }
+}
