@@ -20,3 +20,6 @@ pub mod tiering;
 pub mod topics;
 
 pub use server::{StartError, run};
+
+#[cfg(test)]
+mod tidy;

@@ -15,7 +15,7 @@
 
 use std::io::{Read, Write};
 
-use super::batch::BatchError;
+use super::batch_error::BatchError;
 
 /// Largest records section a compressed batch may expand to. A batch is at most
 /// `max_message_bytes` on disk (1 MiB by default); this leaves room for compression ratios far

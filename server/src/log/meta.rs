@@ -122,3 +122,14 @@ fn invalid(path: &Path, reason: &str) -> MetaError {
         reason: reason.to_string(),
     }
 }
+/// Removes a file; one that is already gone is fine (repairs and swaps repeat steps after a
+/// crash).
+///
+/// # Errors
+/// I/O errors other than "not found".
+pub async fn remove_if_exists(io: &Io, path: &Path) -> Result<(), IoError> {
+    match io.remove_file(path).await {
+        Err(error) if error.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

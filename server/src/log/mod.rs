@@ -60,9 +60,11 @@
 //! leave `u32`. A format change needs an ADR and a version bump.
 
 pub mod batch;
+pub mod batch_error;
 pub mod compaction;
 pub mod compression;
 pub mod config;
+pub mod error;
 pub mod meta;
 pub mod offset_index;
 pub mod partition;
@@ -72,7 +74,10 @@ pub mod recovery;
 pub mod retention;
 pub mod scan;
 pub mod segment;
+pub mod segment_state;
+mod shared;
 pub mod time_index;
+pub mod types;
 pub mod varint;
 mod writer;
 

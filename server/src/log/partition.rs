@@ -5,13 +5,11 @@
 //! segment map and of [`LogOffsets`] and slice the mapped files. The high watermark published in
 //! [`LogOffsets`] is the end of durable data; nothing at or above it is ever returned.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
-use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -20,192 +18,16 @@ use super::compaction::state::CleanerState;
 use super::compaction::throttle::Throttle;
 use super::compaction::{self, CleanerStatus, CompactionError, CompactionPolicy, CompactionReport};
 use super::config::{LogConfig, LogConfigError};
-use super::meta::MetaError;
-use super::producer_state::ProducerError;
+pub use super::error::{AppendError, CloseError, OpenError, ReadError};
 use super::read::first_at_or_after_time;
 use super::recovery::{RecoveryReport, recover};
 use super::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
 use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot};
+use super::shared::Shared;
+pub use super::types::{Acks, BatchAck, LogOffsets};
 use super::writer::{Command, Writer};
 use crate::clock::Clock;
-use crate::io::{Io, IoError};
-
-/// Offsets that describe a partition at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LogOffsets {
-    /// First offset still in the log.
-    pub log_start_offset: u64,
-    /// First offset that is not durable yet; readers see only offsets below it.
-    pub high_watermark: u64,
-    /// Offset the next appended record will get.
-    pub log_end_offset: u64,
-}
-
-/// When an append is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Acks {
-    /// After the fdatasync that covers the batch: survives power loss.
-    #[default]
-    All,
-    /// After the write reached the page cache: survives a process crash, not a power loss.
-    Leader,
-}
-
-/// Offsets assigned to one appended batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchAck {
-    /// Offset of the batch's first record.
-    pub base_offset: u64,
-    /// Offset of the batch's last record.
-    pub last_offset: u64,
-    /// True when the batch was an idempotent producer's retry of a batch already in the log:
-    /// these are the offsets it got the first time and nothing was appended.
-    pub duplicate: bool,
-}
-
-/// Why an append failed. Nothing of a failed append ever becomes readable.
-#[derive(Debug, Error)]
-pub enum AppendError {
-    /// A batch is larger than the partition accepts.
-    #[error("batch of {size} bytes exceeds the limit of {limit} bytes")]
-    BatchTooLarge {
-        /// Size of the batch.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// The writer's queue is full; retry later.
-    #[error("partition writer is busy, retry later")]
-    Busy,
-    /// Writing failed (for example the disk is full); the partition truncated the partial write
-    /// and accepts appends again.
-    #[error("append failed: {0}")]
-    Io(#[source] Arc<IoError>),
-    /// An fsync failed, so the kernel may have dropped data it claimed to hold; the partition
-    /// refuses writes until a restart re-reads the disk.
-    #[error("partition is unavailable after a storage failure: {reason}")]
-    Poisoned {
-        /// What failed.
-        reason: String,
-    },
-    /// The partition is closing or closed.
-    #[error("partition is closed")]
-    Closed,
-    /// A conditional append expected another log end offset; nothing was written.
-    #[error("expected the log end offset to be {expected} but it is {actual}")]
-    OffsetMismatch {
-        /// What the caller expected.
-        expected: u64,
-        /// The actual log end offset.
-        actual: u64,
-    },
-    /// delete-records beyond the high watermark.
-    #[error("offset {requested} is outside [{earliest}, {latest}]")]
-    OffsetOutOfRange {
-        /// Requested offset.
-        requested: u64,
-        /// Log start offset.
-        earliest: u64,
-        /// High watermark.
-        latest: u64,
-    },
-    /// An idempotent producer's batch was refused (fenced epoch or sequence gap).
-    #[error(transparent)]
-    Producer(#[from] ProducerError),
-}
-
-impl AppendError {
-    /// A copy for answering several waiting callers with the same failure.
-    pub fn duplicate(&self) -> AppendError {
-        match self {
-            AppendError::BatchTooLarge { size, limit } => AppendError::BatchTooLarge {
-                size: *size,
-                limit: *limit,
-            },
-            AppendError::Busy => AppendError::Busy,
-            AppendError::Io(error) => AppendError::Io(Arc::clone(error)),
-            AppendError::Poisoned { reason } => AppendError::Poisoned {
-                reason: reason.clone(),
-            },
-            AppendError::Closed => AppendError::Closed,
-            AppendError::OffsetMismatch { expected, actual } => AppendError::OffsetMismatch {
-                expected: *expected,
-                actual: *actual,
-            },
-            AppendError::Producer(error) => AppendError::Producer(error.clone()),
-            AppendError::OffsetOutOfRange {
-                requested,
-                earliest,
-                latest,
-            } => AppendError::OffsetOutOfRange {
-                requested: *requested,
-                earliest: *earliest,
-                latest: *latest,
-            },
-        }
-    }
-}
-
-/// Why a read failed.
-#[derive(Debug, Error)]
-pub enum ReadError {
-    /// The offset is below the log start or above the high watermark.
-    #[error("offset {requested} is outside [{earliest}, {latest}]")]
-    OffsetOutOfRange {
-        /// Requested offset.
-        requested: u64,
-        /// Log start offset.
-        earliest: u64,
-        /// High watermark.
-        latest: u64,
-    },
-    /// Stored data does not decode.
-    #[error(transparent)]
-    Corrupt(#[from] SegmentReadError),
-    /// Reading from disk failed.
-    #[error(transparent)]
-    Io(#[from] IoError),
-}
-
-/// Why a partition could not be opened.
-#[derive(Debug, Error)]
-pub enum OpenError {
-    /// The configuration is invalid.
-    #[error(transparent)]
-    Config(#[from] LogConfigError),
-    /// Disk I/O failed.
-    #[error(transparent)]
-    Io(#[from] IoError),
-    /// The metadata file is unreadable.
-    #[error(transparent)]
-    Meta(#[from] MetaError),
-    /// An interrupted compaction swap could not be finished.
-    #[error(transparent)]
-    Swap(#[from] super::compaction::swap::SwapFileError),
-    /// The directory is not usable.
-    #[error("partition directory {path}: {source}")]
-    Dir {
-        /// The directory.
-        path: PathBuf,
-        /// What failed.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Why a clean close failed; the next start will then run recovery.
-#[derive(Debug, Error)]
-pub enum CloseError {
-    /// Flushing or writing the metadata failed.
-    #[error(transparent)]
-    Io(#[from] IoError),
-    /// Writing the metadata failed.
-    #[error(transparent)]
-    Meta(#[from] MetaError),
-    /// The writer stopped earlier.
-    #[error("partition writer is gone")]
-    WriterGone,
-}
+use crate::io::Io;
 
 /// A range of whole batches ready to be sent, plus where the reader continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,31 +57,6 @@ pub struct ClosedSegment {
     pub first_timestamp: Option<i64>,
     /// `[.log, .index, .timeindex]`.
     pub paths: [PathBuf; 3],
-}
-
-/// State shared by the handle, the writer task and readers.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) dir: PathBuf,
-    pub(crate) config: RwLock<LogConfig>,
-    pub(crate) io: Io,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
-    pub(crate) offsets: watch::Sender<LogOffsets>,
-    /// True until the partition holds a compacted segment: then every segment's batches are
-    /// contiguous, so a batch whose base offset does not follow on is damaged.
-    pub(crate) contiguous: std::sync::atomic::AtomicBool,
-}
-
-impl Shared {
-    pub(crate) fn active_segment(&self) -> Arc<Segment> {
-        self.segments
-            .read()
-            .values()
-            .next_back()
-            .cloned()
-            .expect("invariant: a partition always has an active segment")
-    }
 }
 
 /// An open partition log.

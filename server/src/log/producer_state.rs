@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::batch::BatchHeader;
-use super::partition::BatchAck;
+use super::types::BatchAck;
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka: 5, the
 /// most in-flight requests an idempotent producer may have).

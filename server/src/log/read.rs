@@ -13,8 +13,8 @@
 
 use std::ops::Range;
 
+use super::batch::batch_offsets;
 use super::batch::{BatchError, BatchHeader, batch_headers, crc_matches};
-use super::segment::batch_offsets;
 
 /// Offsets the bytes may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,18 +17,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::batch::{BatchHeader, batch_headers};
+use super::batch::{BatchHeader, batch_headers, batch_offsets};
 use super::config::LogConfig;
-use super::meta::{META_VERSION, PartitionMeta, read_meta, write_meta};
+use super::error::OpenError;
+use super::meta::{META_VERSION, PartitionMeta, read_meta, remove_if_exists, write_meta};
 use super::offset_index::OffsetIndex;
-use super::partition::{BatchAck, OpenError};
 use super::producer_state::ProducerState;
 use super::scan::{ScanLimits, ScanOutcome, SegmentRole, scan_segment};
 use super::segment::{
-    AppendedBatch, INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentState, TIME_INDEX_SUFFIX,
-    batch_offsets, parse_segment_file_name, segment_file_name,
+    INDEX_SUFFIX, LOG_SUFFIX, Segment, TIME_INDEX_SUFFIX, parse_segment_file_name,
+    segment_file_name,
 };
+use super::segment_state::{AppendedBatch, SegmentState, rewrite_indexes};
 use super::time_index::TimeIndex;
+use super::types::BatchAck;
 use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
 
 /// What recovery found and repaired, for logs and tests.
@@ -483,40 +485,6 @@ async fn read_all(io: &Io, file: &IoFile) -> Result<Bytes, IoError> {
     let len = io.file_len(file).await?;
     io.read_at(file, 0, usize::try_from(len).unwrap_or(usize::MAX))
         .await
-}
-
-/// Replaces both index files with the in-memory indexes of `state`, fsynced.
-pub(crate) async fn rewrite_indexes(
-    io: &Io,
-    index_file: &IoFile,
-    time_file: &IoFile,
-    state: &mut SegmentState,
-) -> Result<(), IoError> {
-    for (file, bytes) in [
-        (index_file, state.index.encode_from(0)),
-        (time_file, state.time_index.encode_from(0)),
-    ] {
-        io.set_len(file, 0).await?;
-        if !bytes.is_empty() {
-            io.write_at(file, 0, vec![Bytes::from(bytes)]).await?;
-        }
-        io.sync_data(file).await?;
-    }
-    state.index_persisted = state.index.len();
-    state.time_index_persisted = state.time_index.len();
-    Ok(())
-}
-
-/// Removes a file; one that is already gone is fine (repairs and swaps repeat steps after a
-/// crash).
-///
-/// # Errors
-/// I/O errors other than "not found".
-pub async fn remove_if_exists(io: &Io, path: &Path) -> Result<(), IoError> {
-    match io.remove_file(path).await {
-        Err(error) if error.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
-    }
 }
 
 /// Where a batch after the last index entry of a trusted segment goes, if it follows on.

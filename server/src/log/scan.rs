@@ -18,8 +18,9 @@
 //! byte is overwritten with [`QUARANTINED_MAGIC`], so that no reader ever decodes its records at
 //! offsets that are not theirs.
 
+use super::batch::batch_offsets;
 use super::batch::{BatchHeader, MAGIC_V2, RecordBatch};
-use super::segment::{AppendedBatch, SegmentState, batch_offsets};
+use super::segment_state::{AppendedBatch, SegmentState};
 use bytes::Bytes;
 
 /// The magic byte a quarantined batch gets when its offsets cannot be trusted: not a Kafka

@@ -16,12 +16,15 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{LOG_OVERHEAD, RecordBatch};
-use super::compaction::{self, CompactionError, swap::SwapPlan};
+use super::compaction::{self, CompactionError, SwapInstaller, swap::SwapPlan};
+use super::error::{AppendError, CloseError};
 use super::meta::{PartitionMeta, write_file_atomically, write_meta};
-use super::partition::{Acks, AppendError, BatchAck, CloseError, LogOffsets, Shared};
 use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
 use super::recovery::SNAPSHOT_SUFFIX;
 use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
+use super::shared::Shared;
+use super::types::{Acks, BatchAck, LogOffsets};
+use futures::future::BoxFuture;
 
 type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
 
@@ -55,6 +58,29 @@ pub(crate) enum Command {
         stop_after: Option<usize>,
         reply: oneshot::Sender<Result<bool, CompactionError>>,
     },
+}
+
+impl SwapInstaller for mpsc::Sender<Command> {
+    fn install(
+        &self,
+        plan: SwapPlan,
+        state: SegmentState,
+        stop_after: Option<usize>,
+    ) -> BoxFuture<'_, Result<bool, CompactionError>> {
+        Box::pin(async move {
+            let (reply, response) = oneshot::channel();
+            let command = Command::Swap {
+                plan,
+                state,
+                stop_after,
+                reply,
+            };
+            self.send(command)
+                .await
+                .map_err(|_| CompactionError::Closed)?;
+            response.await.map_err(|_| CompactionError::Closed)?
+        })
+    }
 }
 
 /// One append request inside a round.
@@ -568,7 +594,7 @@ fn record_span(batch: &RecordBatch) -> u64 {
 
 fn fail_all(round: Vec<Pending>, error: &AppendError) {
     for request in round {
-        let _ = request.reply.send(Err(error.duplicate()));
+        let _ = request.reply.send(Err(error.clone()));
     }
 }
 

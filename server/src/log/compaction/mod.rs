@@ -22,21 +22,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use futures::future::BoxFuture;
 use thiserror::Error;
-use tokio::sync::{mpsc, oneshot};
 
 use self::rewrite::{Retention, group_segments, write_group};
 use self::state::{CleanerState, Pass};
 use self::swap::{SwapPlan, cleaned_paths, remove_if_exists};
 use self::throttle::Throttle;
 use super::meta::{MetaError, write_file_atomically};
-use super::partition::Shared;
 use super::segment::segment_file_name;
 use super::segment::{
     INDEX_SUFFIX, LOG_SUFFIX, Segment, SegmentReadError, SegmentSnapshot, SegmentState,
     TIME_INDEX_SUFFIX,
 };
-use super::writer::Command;
+use super::shared::Shared;
 use crate::io::{IoError, OpenMode};
 
 /// The topic settings a pass obeys (Kafka's names).
@@ -156,11 +155,25 @@ pub fn ratio(dirty: u64, total: u64) -> f64 {
     }
 }
 
+/// Installs a rewritten segment in place of the ones it replaces. The partition's writer does
+/// it (`writer.rs`), so a swap cannot interleave with rolls and deletions; compaction only
+/// asks, which keeps this module from importing the writer.
+pub(crate) trait SwapInstaller: Sync {
+    /// Installs `state` as the segment `plan` describes; `stop_after` (tests) abandons the
+    /// swap after that many steps, as a crash would. Answers whether the swap completed.
+    fn install(
+        &self,
+        plan: SwapPlan,
+        state: SegmentState,
+        stop_after: Option<usize>,
+    ) -> BoxFuture<'_, Result<bool, CompactionError>>;
+}
+
 /// One pass over a partition. `stop_swap_after` (tests) abandons the first swap after that many
 /// steps, as a crash would.
 pub(crate) async fn run(
     shared: &Shared,
-    commands: &mpsc::Sender<Command>,
+    installer: &dyn SwapInstaller,
     state: &mut CleanerState,
     policy: &CompactionPolicy,
     now_ms: i64,
@@ -239,18 +252,7 @@ pub(crate) async fn run(
             base_offset,
             replaces: group.iter().map(|s| s.base_offset()).collect(),
         };
-        let (reply, response) = oneshot::channel();
-        let command = Command::Swap {
-            plan,
-            state: new_state,
-            stop_after: stop_swap_after,
-            reply,
-        };
-        commands
-            .send(command)
-            .await
-            .map_err(|_| CompactionError::Closed)?;
-        let swapped = response.await.map_err(|_| CompactionError::Closed)??;
+        let swapped = installer.install(plan, new_state, stop_swap_after).await?;
         if !swapped {
             if stop_swap_after.is_some() {
                 return Ok(report);

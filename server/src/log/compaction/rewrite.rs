@@ -12,8 +12,8 @@ use super::swap::cleaned_paths;
 use super::throttle::Throttle;
 use crate::io::{Io, OpenMode};
 use crate::log::batch::{Record, RecordBatch};
-use crate::log::recovery::rewrite_indexes;
 use crate::log::segment::{AppendedBatch, Segment, SegmentReadError, SegmentState, batch_offsets};
+use crate::log::segment_state::rewrite_indexes;
 
 /// Bytes the cleaner hands to one write call.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;

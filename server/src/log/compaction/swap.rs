@@ -22,8 +22,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::io::{Io, IoError};
+pub use crate::log::meta::remove_if_exists;
 use crate::log::meta::write_file_atomically;
-pub use crate::log::recovery::remove_if_exists;
 use crate::log::segment::{INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name};
 
 /// The commit record of a swap in progress.

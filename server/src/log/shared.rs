@@ -1,0 +1,41 @@
+//! The state a partition shares between its handle, its writer task, readers and the cleaner:
+//! the segment map, the published offsets, the configuration. Its own module so that the
+//! writer and compaction can reach it without importing the partition.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use super::config::LogConfig;
+use super::segment::Segment;
+use super::types::LogOffsets;
+use crate::clock::Clock;
+use crate::io::Io;
+
+/// State shared by the handle, the writer task and readers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: RwLock<LogConfig>,
+    pub(crate) io: Io,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) segments: RwLock<BTreeMap<u64, Arc<Segment>>>,
+    pub(crate) offsets: watch::Sender<LogOffsets>,
+    /// True until the partition holds a compacted segment: then every segment's batches are
+    /// contiguous, so a batch whose base offset does not follow on is damaged.
+    pub(crate) contiguous: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn active_segment(&self) -> Arc<Segment> {
+        self.segments
+            .read()
+            .values()
+            .next_back()
+            .cloned()
+            .expect("invariant: a partition always has an active segment")
+    }
+}
