@@ -70,15 +70,35 @@ fn checked_in_spec_matches_the_code() {
     }
 }
 
-/// The paths given to `.route(...)` in the router's source (axum cannot list its routes).
+/// The paths given to `.route(...)` in the router's source (axum cannot list its routes): the
+/// router names constants of `http/paths.rs`, which hold the strings.
 fn router_paths() -> BTreeSet<String> {
-    let source = std::fs::read_to_string(workspace().join("server/src/http/mod.rs"))
-        .expect("server/src/http/mod.rs");
+    let read = |file: &str| {
+        std::fs::read_to_string(workspace().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let constants: std::collections::BTreeMap<String, String> = read("server/src/http/paths.rs")
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("pub const ")?;
+            let (name, rest) = rest.split_once(": &str = \"")?;
+            let (value, _) = rest.split_once('"')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect();
+    let source = read("server/src/http/mod.rs");
     let mut paths = BTreeSet::new();
     for piece in source.split(".route(").skip(1) {
-        let start = piece.find('"').expect("a route path literal") + 1;
-        let end = start + piece[start..].find('"').expect("closing quote");
-        paths.insert(piece[start..end].to_string());
+        let name: String = piece
+            .trim_start()
+            .strip_prefix("paths::")
+            .expect("routes name a constant of http/paths.rs")
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        let path = constants
+            .get(&name)
+            .unwrap_or_else(|| panic!("no constant {name}"));
+        paths.insert(path.clone());
     }
     assert!(paths.len() >= 5, "parsed too few routes: {paths:?}");
     paths

@@ -33,7 +33,7 @@ use crate::producers::ProducerRegistry;
 use crate::tiering::{Tiering, TieringError};
 use crate::topics::catalog::{Catalog, Topic};
 
-/// The parts an operation works with, injected at start (`server::build_broker`).
+/// The parts an operation works with, injected at start (`server::build_state`).
 pub struct Broker {
     /// Topics and partitions.
     catalog: Arc<Catalog>,
@@ -113,6 +113,14 @@ impl Broker {
     /// Server settings.
     pub fn config(&self) -> &Arc<Config> {
         &self.config
+    }
+
+    /// Whether `topic` is still the catalog's topic of that name (not deleted, not re-created):
+    /// a stream that follows a topic ends when it is not.
+    pub fn is_current(&self, topic: &Arc<Topic>) -> bool {
+        self.catalog
+            .get(topic.name())
+            .is_some_and(|current| Arc::ptr_eq(&current, topic))
     }
 
     /// Whether shutdown has started.

@@ -17,7 +17,7 @@ use crate::broker::reader::ReaderError;
 use crate::groups::coordinator::GroupError;
 use crate::groups::offsets::OffsetStoreError;
 use crate::log::producer_state::ProducerError;
-use crate::log::{AppendError, ReadError};
+use crate::log::{AppendError, OpenError, ReadError};
 use crate::producers::ProducerRegistryError;
 use crate::topics::catalog::CatalogError;
 
@@ -110,6 +110,11 @@ impl IntoResponse for ApiError {
 /// The code of a failed disk operation: a full disk and the open-file limit are named as such
 /// (clients and operators act differently on them), anything else is storage unavailable.
 pub fn io_error_code(error: &crate::io::IoError) -> ErrorCode {
+    os_error_code(&error.source)
+}
+
+/// [`io_error_code`] for a plain `std::io::Error`.
+fn os_error_code(error: &std::io::Error) -> ErrorCode {
     match error.raw_os_error() {
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::DiskFull,
         Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorCode::TooManyOpenFiles,
@@ -133,18 +138,17 @@ impl From<CatalogError> for ApiError {
             CatalogError::NotFound(_) => ApiError::new(ErrorCode::TopicNotFound, error.to_string()),
             CatalogError::Internal(_) => ApiError::new(ErrorCode::InternalTopic, error.to_string()),
             CatalogError::Io(io) => ApiError::internal(io_error_code(io), &error),
-            CatalogError::Partition(crate::log::OpenError::Io(io)) => {
-                ApiError::internal(io_error_code(io), &error)
-            }
-            CatalogError::Dir { source, .. } => {
-                let code = match source.raw_os_error() {
-                    Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::DiskFull,
-                    Some(libc::EMFILE) | Some(libc::ENFILE) => ErrorCode::TooManyOpenFiles,
-                    _ => ErrorCode::StorageUnavailable,
+            CatalogError::Partition(open) => {
+                let code = match open {
+                    OpenError::Io(io) => io_error_code(io),
+                    OpenError::Dir { source, .. } => os_error_code(source),
+                    OpenError::Config(_) | OpenError::Meta(_) | OpenError::Swap(_) => {
+                        ErrorCode::StorageUnavailable
+                    }
                 };
                 ApiError::internal(code, &error)
             }
-            CatalogError::Partition(_) => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+            CatalogError::Dir { source, .. } => ApiError::internal(os_error_code(source), &error),
             CatalogError::Corrupt { .. } => ApiError::internal(ErrorCode::Corrupt, &error),
         }
     }

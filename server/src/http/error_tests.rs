@@ -510,6 +510,14 @@ fn catalog_errors_map_to_their_codes() {
             ErrorCode::StorageUnavailable,
         ),
         (
+            CatalogError::Partition(OpenError::Dir {
+                path: "/d".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            })
+            .into(),
+            ErrorCode::DiskFull,
+        ),
+        (
             CatalogError::Dir {
                 path: "/d".into(),
                 source: std::io::Error::from_raw_os_error(libc::EDQUOT),

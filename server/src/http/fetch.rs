@@ -25,6 +25,7 @@ use super::AppState;
 use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
+use super::paths;
 use super::produce::RECORD_BATCHES;
 use crate::broker::fetch::{FetchStart, ReadRequest, RecordsRead, read_records};
 use crate::broker::reader::PartitionReader;
@@ -59,7 +60,7 @@ enum Format {
 /// `server_error` (an `ErrorBody`; the stream closes, and a reconnect gets the error's status,
 /// so a browser's EventSource stops instead of looping). Server errors are not named `error`,
 /// which browsers use for their own connection failures.
-#[utoipa::path(get, path = "/v1/topics/{topic}/partitions/{partition}/records", tag = "records",
+#[utoipa::path(get, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), FetchQuery,
            ("Last-Event-ID" = Option<u64>, Header, description = "SSE: resume at this offset")),

@@ -22,6 +22,7 @@ use super::AppState;
 use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::paths;
 use crate::broker::groups::{
     CommitRequest, LagBasis as Basis, MemberReadBounds, MemberRecords, ResetRequest, ResetTo,
 };
@@ -53,7 +54,7 @@ fn member_assignment(view: MemberView) -> MemberAssignment {
 /// Starts a rebalance: the answer holds the new generation and the partitions this member owns
 /// right away (partitions still held by other members follow once they acknowledge, so
 /// heartbeat while `rebalancing` is true).
-#[utoipa::path(post, path = "/v1/groups/{group}/members", tag = "groups",
+#[utoipa::path(post, path = paths::GROUP_MEMBERS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = JoinGroupRequest,
     responses(
@@ -95,7 +96,7 @@ pub async fn join(
 ///
 /// Sending the current generation acknowledges it, which releases partitions this member no
 /// longer owns to their new owners.
-#[utoipa::path(post, path = "/v1/groups/{group}/members/{member}/heartbeat", tag = "groups",
+#[utoipa::path(post, path = paths::MEMBER_HEARTBEAT, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     request_body = HeartbeatRequest,
     responses(
@@ -118,7 +119,7 @@ pub async fn heartbeat(
 }
 
 /// Leave the group now (its partitions move without waiting for the session timeout).
-#[utoipa::path(delete, path = "/v1/groups/{group}/members/{member}", tag = "groups",
+#[utoipa::path(delete, path = paths::GROUP_MEMBER, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     responses(
         (status = 204, description = "Left"),
@@ -144,7 +145,7 @@ pub async fn leave(
 /// to. Browser flow after `rebalance`: close the EventSource (its reconnect would carry the old
 /// generation and get 409), heartbeat until `rebalancing` is false, then open a new EventSource
 /// with the new generation.
-#[utoipa::path(get, path = "/v1/groups/{group}/members/{member}/records", tag = "groups",
+#[utoipa::path(get, path = paths::MEMBER_RECORDS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id"), MemberFetchQuery),
     responses(
         (status = 200, description = "Records and positions", content(
@@ -327,7 +328,7 @@ fn member_stream(
 /// While the group has members, a commit must come from a current member (`member_id` and
 /// `generation`) that owns every partition in it; a zombie's commit gets 409 and changes nothing.
 /// Acknowledged after the commit is durable.
-#[utoipa::path(post, path = "/v1/groups/{group}/offsets", tag = "groups",
+#[utoipa::path(post, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = CommitOffsetsRequest,
     responses(
@@ -384,7 +385,7 @@ fn group_offsets(group: String, offsets: crate::groups::offsets::GroupOffsets) -
 }
 
 /// A group's committed offsets.
-#[utoipa::path(get, path = "/v1/groups/{group}/offsets", tag = "groups",
+#[utoipa::path(get, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "Committed offsets", body = GroupOffsets),
@@ -399,7 +400,7 @@ pub async fn get_offsets(
 }
 
 /// Delete every committed offset of a group that has no live members.
-#[utoipa::path(delete, path = "/v1/groups/{group}/offsets", tag = "groups",
+#[utoipa::path(delete, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 204, description = "Deleted"),
@@ -416,7 +417,7 @@ pub async fn delete_offsets(
 
 /// Move a group's committed offsets: to the earliest or latest offset, a timestamp, an exact
 /// offset, or shifted by N. Only while the group has no live members, unless `force`.
-#[utoipa::path(post, path = "/v1/groups/{group}/offsets/reset", tag = "groups",
+#[utoipa::path(post, path = paths::GROUP_OFFSETS_RESET, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = ResetOffsetsRequest,
     responses(
@@ -457,7 +458,7 @@ pub async fn reset_offsets(
 /// A partition without a commit counts from where a member would start reading (its
 /// `auto_offset_reset`); `basis` says which. Ages are read like fetches, so a committed offset
 /// that only tiered storage still holds has a real age too.
-#[utoipa::path(get, path = "/v1/groups/{group}/lag", tag = "groups",
+#[utoipa::path(get, path = paths::GROUP_LAG, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "Lag", body = GroupLag),
@@ -499,7 +500,7 @@ pub async fn lag(
 }
 
 /// All groups (with members or committed offsets).
-#[utoipa::path(get, path = "/v1/groups", tag = "groups",
+#[utoipa::path(get, path = paths::GROUPS, tag = "groups",
     responses((status = 200, description = "Groups", body = GroupList)))]
 pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
     let groups = state
@@ -522,7 +523,7 @@ pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
 }
 
 /// Describe a group: state, generation, members with their assignments, recent evictions.
-#[utoipa::path(get, path = "/v1/groups/{group}", tag = "groups",
+#[utoipa::path(get, path = paths::GROUP, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
         (status = 200, description = "The group", body = GroupDescription),

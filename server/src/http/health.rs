@@ -9,10 +9,11 @@ use axum::http::StatusCode;
 use strata_openapi::{Health, Readiness};
 
 use super::AppState;
+use super::paths;
 use crate::status::ServerStatus;
 
 /// Liveness.
-#[utoipa::path(get, path = "/healthz", tag = "health",
+#[utoipa::path(get, path = paths::HEALTHZ, tag = "health",
     responses((status = 200, description = "The process is up", body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
@@ -22,7 +23,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
 }
 
 /// Readiness.
-#[utoipa::path(get, path = "/readyz", tag = "health", responses(
+#[utoipa::path(get, path = paths::READYZ, tag = "health", responses(
     (status = 200, description = "Recovered and serving", body = Readiness),
     (status = 503, description = "Recovering, restoring, disk full or shutting down; `status` and `reason` say which", body = Readiness)))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {

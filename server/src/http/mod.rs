@@ -16,6 +16,7 @@ pub mod groups;
 pub mod health;
 pub mod offsets;
 pub mod openapi;
+pub mod paths;
 pub mod produce;
 pub mod producers;
 pub mod sse;
@@ -79,12 +80,12 @@ pub fn front_door(status: Arc<ServerStatus>, api: Arc<OnceLock<Router>>) -> Rout
 
 fn while_starting(status: &ServerStatus, path: &str) -> Response {
     match path {
-        "/healthz" => axum::Json(strata_openapi::Health {
+        paths::HEALTHZ => axum::Json(strata_openapi::Health {
             status: "ok".to_string(),
             io_backend: "starting".to_string(),
         })
         .into_response(),
-        "/readyz" => health::readiness(status).into_response(),
+        paths::READYZ => health::readiness(status).into_response(),
         _ => {
             let reason = status.readiness().reason.unwrap_or_default();
             ApiError::new(
@@ -100,65 +101,41 @@ fn while_starting(status: &ServerStatus, path: &str) -> Response {
 pub fn router(state: AppState) -> Router {
     let body_limit = usize::try_from(state.config.max_request_bytes).unwrap_or(usize::MAX);
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
+        .route(paths::HEALTHZ, get(health::healthz))
+        .route(paths::READYZ, get(health::readyz))
         .route(
-            "/v1/topics",
+            paths::TOPICS,
             post(topics::create_topic).get(topics::list_topics),
         )
         .route(
-            "/v1/topics/{topic}",
+            paths::TOPIC,
             get(topics::describe_topic).delete(topics::delete_topic),
         )
-        .route("/v1/topics/{topic}/configs", patch(topics::update_configs))
+        .route(paths::TOPIC_CONFIGS, patch(topics::update_configs))
+        .route(paths::PARTITIONS, post(topics::add_partitions))
+        .route(paths::TOPIC_RECORDS, post(produce::produce_to_topic))
         .route(
-            "/v1/topics/{topic}/partitions",
-            post(topics::add_partitions),
-        )
-        .route(
-            "/v1/topics/{topic}/records",
-            post(produce::produce_to_topic),
-        )
-        .route(
-            "/v1/topics/{topic}/partitions/{partition}/records",
+            paths::PARTITION_RECORDS,
             post(produce::produce_to_partition).get(fetch::fetch),
         )
+        .route(paths::PARTITION_OFFSETS, get(offsets::offsets))
+        .route(paths::PARTITION_SEGMENTS, get(topics::list_segments))
+        .route(paths::DELETE_RECORDS, post(offsets::delete_records))
+        .route(paths::PRODUCERS, post(producers::init_producer))
+        .route(paths::GROUPS, get(groups::list_groups))
+        .route(paths::GROUP, get(groups::describe_group))
+        .route(paths::GROUP_MEMBERS, post(groups::join))
+        .route(paths::GROUP_MEMBER, delete(groups::leave))
+        .route(paths::MEMBER_HEARTBEAT, post(groups::heartbeat))
+        .route(paths::MEMBER_RECORDS, get(groups::member_fetch))
         .route(
-            "/v1/topics/{topic}/partitions/{partition}/offsets",
-            get(offsets::offsets),
-        )
-        .route(
-            "/v1/topics/{topic}/partitions/{partition}/segments",
-            get(topics::list_segments),
-        )
-        .route(
-            "/v1/topics/{topic}/partitions/{partition}/delete-records",
-            post(offsets::delete_records),
-        )
-        .route("/v1/producers", post(producers::init_producer))
-        .route("/v1/groups", get(groups::list_groups))
-        .route("/v1/groups/{group}", get(groups::describe_group))
-        .route("/v1/groups/{group}/members", post(groups::join))
-        .route("/v1/groups/{group}/members/{member}", delete(groups::leave))
-        .route(
-            "/v1/groups/{group}/members/{member}/heartbeat",
-            post(groups::heartbeat),
-        )
-        .route(
-            "/v1/groups/{group}/members/{member}/records",
-            get(groups::member_fetch),
-        )
-        .route(
-            "/v1/groups/{group}/offsets",
+            paths::GROUP_OFFSETS,
             get(groups::get_offsets)
                 .post(groups::commit)
                 .delete(groups::delete_offsets),
         )
-        .route(
-            "/v1/groups/{group}/offsets/reset",
-            post(groups::reset_offsets),
-        )
-        .route("/v1/groups/{group}/lag", get(groups::lag))
+        .route(paths::GROUP_OFFSETS_RESET, post(groups::reset_offsets))
+        .route(paths::GROUP_LAG, get(groups::lag))
         .merge(openapi::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -11,13 +11,14 @@ use strata_openapi::{
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::paths;
 
 /// Offsets of a partition.
 ///
 /// Without `timestamp`: `earliest` (log start), `latest` (the high watermark: the next offset to
 /// be readable) and `log_end`. With `timestamp=T`: the first offset whose record timestamp is
 /// `>= T`, or `null` when every record is older.
-#[utoipa::path(get, path = "/v1/topics/{topic}/partitions/{partition}/offsets", tag = "records",
+#[utoipa::path(get, path = paths::PARTITION_OFFSETS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), OffsetsQuery),
     responses(
@@ -57,7 +58,7 @@ pub async fn offsets(
 /// Delete every record of a partition below an offset (Kafka's DeleteRecords), for example to
 /// erase history on request. The log start offset moves there durably; fetches below it get 416
 /// with the new earliest offset. Readers in the middle of a fetch finish it.
-#[utoipa::path(post, path = "/v1/topics/{topic}/partitions/{partition}/delete-records", tag = "records",
+#[utoipa::path(post, path = paths::DELETE_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number")),
     request_body = DeleteRecordsRequest,

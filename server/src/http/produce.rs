@@ -19,6 +19,7 @@ use super::AppState;
 use super::codec::to_incoming_record;
 use super::error::ApiError;
 use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery};
+use super::paths;
 use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
 
@@ -34,7 +35,7 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
 /// tombstone on compacted topics). The response lists partition, offset and timestamp for every
 /// record, in request order. With `acks=all` (default) the answer comes after the records are
 /// fsynced; with `acks=leader` after they reached the page cache.
-#[utoipa::path(post, path = "/v1/topics/{topic}/records", tag = "records",
+#[utoipa::path(post, path = paths::TOPIC_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"), ProduceQuery),
     request_body = ProduceRequest,
     responses(
@@ -70,7 +71,7 @@ pub async fn produce_to_topic(
 /// sequence in a batch header make it idempotent. `expected_offset` (query parameter for raw
 /// bytes, body field for JSON) makes the append conditional: it happens only if the partition's
 /// log end offset equals it, else 412 `offset_mismatch` with the actual log end.
-#[utoipa::path(post, path = "/v1/topics/{topic}/partitions/{partition}/records", tag = "records",
+#[utoipa::path(post, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"),
            ProduceQuery,

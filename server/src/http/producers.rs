@@ -7,13 +7,14 @@ use strata_openapi::{ErrorBody, InitProducerRequest, ProducerIdentity};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::ApiJson;
+use super::paths;
 
 /// Get a producer id and epoch for idempotent produce.
 ///
 /// Without `producer_id`: a new id at epoch 0. With the id of an earlier session: the same id
 /// with the next epoch; writes still carrying the old epoch are then refused with
 /// `producer_fenced`. Sequence numbers start at 0 per partition for every epoch.
-#[utoipa::path(post, path = "/v1/producers", tag = "producers", request_body = InitProducerRequest,
+#[utoipa::path(post, path = paths::PRODUCERS, tag = "producers", request_body = InitProducerRequest,
     responses(
         (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
         (status = 400, description = "Malformed JSON", body = ErrorBody),

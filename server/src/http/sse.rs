@@ -95,11 +95,7 @@ enum Wake {
 
 /// Whether `topic` is still the catalog's topic of that name (not deleted, not re-created).
 fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
-    state
-        .broker
-        .catalog()
-        .get(topic.name())
-        .is_some_and(|current| Arc::ptr_eq(&current, topic))
+    state.broker.is_current(topic)
 }
 
 /// Follows a partition's tail from `request.offset` until the client leaves, the topic is

@@ -14,6 +14,7 @@ use strata_openapi::{
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use super::paths;
 use crate::broker::topics::SegmentPlace;
 use crate::topics::catalog::Topic;
 
@@ -22,7 +23,7 @@ use crate::topics::catalog::Topic;
 /// Names are 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; names starting with `__`
 /// are reserved. `configs` takes Kafka's topic settings with underscores (`retention_ms`,
 /// `cleanup_policy`, ...); unknown keys are rejected.
-#[utoipa::path(post, path = "/v1/topics", tag = "topics", request_body = CreateTopicRequest,
+#[utoipa::path(post, path = paths::TOPICS, tag = "topics", request_body = CreateTopicRequest,
     responses(
         (status = 201, description = "Created", body = TopicDescription),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
@@ -45,7 +46,7 @@ pub async fn create_topic(
 }
 
 /// List topics.
-#[utoipa::path(get, path = "/v1/topics", tag = "topics",
+#[utoipa::path(get, path = paths::TOPICS, tag = "topics",
     responses((status = 200, description = "All topics", body = TopicList)))]
 pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
     let topics = state
@@ -62,7 +63,7 @@ pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
 }
 
 /// Describe a topic: settings and, per partition, offsets, size and segment count.
-#[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
+#[utoipa::path(get, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 200, description = "The topic", body = TopicDescription),
@@ -76,7 +77,7 @@ pub async fn describe_topic(
 }
 
 /// Change topic settings. Only the keys given change; `null` resets a key to its default.
-#[utoipa::path(patch, path = "/v1/topics/{topic}/configs", tag = "topics",
+#[utoipa::path(patch, path = paths::TOPIC_CONFIGS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = UpdateTopicConfigsRequest,
     responses(
@@ -105,7 +106,7 @@ pub async fn update_configs(
 ///
 /// Keys hash to partitions modulo the count, so after growing, a key's new records may go to
 /// another partition than its old ones: per-key order holds only within each partition.
-#[utoipa::path(post, path = "/v1/topics/{topic}/partitions", tag = "topics",
+#[utoipa::path(post, path = paths::PARTITIONS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = AddPartitionsRequest,
     responses(
@@ -137,7 +138,7 @@ pub async fn add_partitions(
 }
 
 /// Delete a topic and all its data. Readers in the middle of a fetch finish it.
-#[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
+#[utoipa::path(delete, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
         (status = 204, description = "Deleted"),
@@ -155,7 +156,7 @@ pub async fn delete_topic(
 
 /// The segments of a partition and where each lives: on the local disk, in the bucket, or
 /// both (tiered topics), with the cold-read cache statistics.
-#[utoipa::path(get, path = "/v1/topics/{topic}/partitions/{partition}/segments", tag = "topics",
+#[utoipa::path(get, path = paths::PARTITION_SEGMENTS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number")),
     responses(

@@ -487,11 +487,14 @@ pub fn first_at_or_after_time(
     upper: u64,
     timestamp: i64,
 ) -> Result<Option<u64>, TimestampSearchError> {
+    // Where the next header starts: where a header that fails to parse sits.
+    let mut next_position = 0;
     for item in batch_headers(window) {
         let (position, header) = item.map_err(|source| TimestampSearchError {
-            position: 0,
+            position: next_position,
             source,
         })?;
+        next_position = position + header.total_len();
         let (base, last) = batch_offsets(&header);
         if base >= upper {
             break;
@@ -632,5 +635,55 @@ mod tests {
                 prop_assert!(found, "intact batch {} unreadable: {:?}", i, choice);
             }
         }
+    }
+
+    /// Batches with records stamped `stamps[i]` each, offsets from 10 on.
+    fn stamped(stamps: &[&[i64]]) -> Bytes {
+        let mut bytes = Vec::new();
+        let mut next = 10;
+        for batch in stamps {
+            let records: Vec<NewRecord> = batch
+                .iter()
+                .map(|&timestamp| NewRecord {
+                    timestamp,
+                    key: None,
+                    value: None,
+                    headers: Vec::new(),
+                })
+                .collect();
+            let options = BatchOptions {
+                base_offset: next,
+                ..BatchOptions::default()
+            };
+            bytes.extend_from_slice(&encode_batch(&options, &records).unwrap());
+            next += batch.len() as i64;
+        }
+        Bytes::from(bytes)
+    }
+
+    #[test]
+    fn the_timestamp_search_finds_the_first_record_at_or_after_the_time_within_bounds() {
+        // Offsets 10-11 at times 5, 9; 12-13 at 20, 7; 14 at 30.
+        let window = stamped(&[&[5, 9], &[20, 7], &[30]]);
+        let find = |from, upper, timestamp| first_at_or_after_time(&window, from, upper, timestamp);
+        assert_eq!(find(0, u64::MAX, 8).unwrap(), Some(11));
+        assert_eq!(find(0, u64::MAX, 10).unwrap(), Some(12));
+        assert_eq!(
+            find(13, u64::MAX, 10).unwrap(),
+            Some(14),
+            "from skips offset 12"
+        );
+        assert_eq!(find(0, 14, 25).unwrap(), None, "upper hides offset 14");
+        assert_eq!(find(0, u64::MAX, 31).unwrap(), None);
+    }
+
+    #[test]
+    fn the_timestamp_search_names_the_position_of_a_bad_batch() {
+        let window = stamped(&[&[5], &[20]]);
+        let second = batch_headers(&window).nth(1).unwrap().unwrap().0;
+        let mut bytes = window.to_vec();
+        bytes[second + 16] ^= 0x01; // magic byte of the second batch
+        let error = first_at_or_after_time(&Bytes::from(bytes), 0, u64::MAX, 10).unwrap_err();
+        assert_eq!(error.position, second);
     }
 }
