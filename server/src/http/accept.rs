@@ -6,8 +6,10 @@
 //! highest quality wins, and ties go to the server's order of preference. A missing or empty
 //! header accepts the first offer.
 
+use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
+use axum::http::request::Parts;
 use strata_openapi::ErrorCode;
 
 use super::error::ApiError;
@@ -102,6 +104,32 @@ pub fn negotiate(headers: &HeaderMap, offers: &[&str]) -> Result<usize, ApiError
             format!("Accept must allow one of {}", offers.join(", ")),
         )
     })
+}
+
+/// The representations an endpoint offers, in the server's order of preference (ties in
+/// `Accept` go to the earlier one); several media types may name one representation.
+pub trait Offers: Copy + Send + Sync + 'static {
+    /// Media type and representation, most preferred first.
+    const OFFERS: &'static [(&'static str, Self)];
+}
+
+/// Extracts the representation the request's `Accept` prefers among `T`'s offers, or answers
+/// 406 `not_acceptable`, so a handler receives a decided format instead of a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted<T>(pub T);
+
+impl<S: Send + Sync, T: Offers> FromRequestParts<S> for Accepted<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let media: Vec<&str> = T::OFFERS.iter().map(|(media, _)| *media).collect();
+        let index = negotiate(&parts.headers, &media)?;
+        T::OFFERS
+            .get(index)
+            .or(T::OFFERS.first())
+            .map(|(_, offer)| Accepted(*offer))
+            .ok_or_else(|| ApiError::new(ErrorCode::NotAcceptable, "nothing to offer"))
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use strata_openapi::{ErrorBody, ErrorCode, FetchQuery, FetchResponse, FetchedRecord, ValueFormat};
 
 use super::AppState;
+use super::accept::{Accepted, Offers};
 use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
@@ -35,7 +36,7 @@ const EVENT_STREAM: &str = "text/event-stream";
 
 /// The response format picked from `Accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub enum Format {
     Json,
     Ndjson,
     Sse,
@@ -89,9 +90,9 @@ pub async fn fetch(
     State(state): State<AppState>,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<FetchQuery>,
+    Accepted(format): Accepted<Format>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let format = negotiate(&headers)?;
     let resume = headers
         .get("last-event-id")
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
@@ -148,22 +149,14 @@ pub(crate) struct FetchRequest {
     pub(crate) format: ValueFormat,
 }
 
-/// What fetch can answer with, in the server's order of preference (ties in `Accept` go to the
-/// earlier one).
-const OFFERS: &[(&str, Format)] = &[
-    ("application/json", Format::Json),
-    (NDJSON, Format::Ndjson),
-    (EVENT_STREAM, Format::Sse),
-    (RECORD_BATCHES, Format::Batches),
-    ("application/octet-stream", Format::Batches),
-];
-
-fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
-    let media: Vec<&str> = OFFERS.iter().map(|(media, _)| *media).collect();
-    let index = super::accept::negotiate(headers, &media)?;
-    Ok(OFFERS
-        .get(index)
-        .map_or(Format::Json, |(_, format)| *format))
+impl Offers for Format {
+    const OFFERS: &'static [(&'static str, Format)] = &[
+        ("application/json", Format::Json),
+        (NDJSON, Format::Ndjson),
+        (EVENT_STREAM, Format::Sse),
+        (RECORD_BATCHES, Format::Batches),
+        ("application/octet-stream", Format::Batches),
+    ];
 }
 
 /// Records read for an answer, in the API's shape: what could be served, and the error that

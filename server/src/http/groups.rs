@@ -19,6 +19,7 @@ use strata_openapi::{
 };
 
 use super::AppState;
+use super::accept::{Accepted, Offers};
 use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
@@ -158,9 +159,10 @@ pub async fn member_fetch(
     State(state): State<AppState>,
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<MemberFetchQuery>,
+    Accepted(format): Accepted<MemberFormat>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let sse = super::accept::negotiate(&headers, &["application/json", "text/event-stream"])? == 1;
+    let sse = format == MemberFormat::Sse;
     // Check membership and generation before answering, also for SSE.
     let grant = state
         .broker
@@ -191,6 +193,20 @@ pub async fn member_fetch(
         .read_for_member(&group, &member, grant, bounds)
         .await?;
     Ok(Json(member_response(read, &query)).into_response())
+}
+
+/// What a member read can answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberFormat {
+    Json,
+    Sse,
+}
+
+impl Offers for MemberFormat {
+    const OFFERS: &'static [(&'static str, MemberFormat)] = &[
+        ("application/json", MemberFormat::Json),
+        ("text/event-stream", MemberFormat::Sse),
+    ];
 }
 
 /// The budgets of a member read; `wait` overrides the query's (streams poll in steps).

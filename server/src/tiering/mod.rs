@@ -9,7 +9,9 @@
 
 pub mod cold;
 pub mod restore;
+mod retention;
 pub mod sync;
+mod upload;
 
 use std::collections::HashMap;
 use std::path::Path;
