@@ -2,12 +2,10 @@
 //! the long-poll wait, and the one walk that turns stored batches into records within a byte
 //! and record budget. Every reader of records (partition fetch in every format, member fetch,
 //! lag, timestamp lookups, idempotent-retry timestamps) uses [`read_records`] or
-//! [`stored_records`], so a corrupt batch or a compaction gap is handled the same everywhere.
+//! [`records_in`], so a corrupt batch or a compaction gap is handled the same everywhere.
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use bytes::Bytes;
 
 use super::error::{FetchError, ListOffsetsError, OffsetOutOfRange};
 use super::reader::{PartitionReader, ReaderError};
@@ -384,23 +382,15 @@ fn walked(next_offset: u64, error: Option<BatchError>) -> Walked {
     Walked { next_offset, error }
 }
 
-/// The records of `data` (whole batches) whose offsets lie in `range`: what an idempotent retry
-/// stored the first time, read back.
+/// Up to `budget` records of `slice` at or after `from`: what an idempotent retry stored the
+/// first time, read back through the same walk as every fetch.
 ///
 /// # Errors
 /// When a batch or record fails validation.
-pub fn stored_records(
-    data: Bytes,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<Vec<Record>, BatchError> {
+pub fn records_in(slice: &ReadSlice, from: u64, budget: usize) -> Result<Vec<Record>, BatchError> {
     let mut out = Vec::new();
-    for batch in Batches::new(data) {
-        for record in batch?.records() {
-            let record = record?;
-            if u64::try_from(record.offset).is_ok_and(|offset| range.contains(&offset)) {
-                out.push(record);
-            }
-        }
+    match walk_records(slice, from, budget, &mut out).error {
+        Some(error) => Err(error),
+        None => Ok(out),
     }
-    Ok(out)
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::error::ProduceError;
-use super::fetch::stored_records;
+use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
 use crate::log::batch::{BatchHeader, BatchOptions, Compression, TimestampType};
@@ -462,7 +462,7 @@ async fn stored_timestamps(
 ) -> Result<Vec<i64>, ProduceError> {
     let log = local_partition(topic, partition)?;
     let slice = log.read(ack.base_offset, 1).await?;
-    let records = stored_records(slice.data, ack.base_offset..=ack.last_offset)
-        .map_err(ProduceError::Corrupt)?;
+    let count = usize::try_from(ack.last_offset - ack.base_offset + 1).unwrap_or(usize::MAX);
+    let records = records_in(&slice, ack.base_offset, count).map_err(ProduceError::Corrupt)?;
     Ok(records.iter().map(|r| r.timestamp).collect())
 }
