@@ -13,13 +13,16 @@ use super::{Broker, ReaderOpenError};
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
 use crate::log::batch::BatchError;
 use crate::log::{Batches, LogOffsets, ReadSlice, Record};
+use crate::tiering::remote_log::as_read_error;
 use crate::topics::catalog::Topic;
 
 impl From<ReaderOpenError> for FetchError {
     fn from(error: ReaderOpenError) -> Self {
         match error {
             ReaderOpenError::Lookup(lookup) => FetchError::Lookup(lookup),
-            ReaderOpenError::Remote(remote) => FetchError::Read(ReaderError::Remote(remote)),
+            ReaderOpenError::Remote(remote) => {
+                FetchError::Read(ReaderError::Remote(as_read_error(remote)))
+            }
         }
     }
 }
@@ -165,7 +168,7 @@ impl Broker {
         let reader = self.reader(&topic, partition).await?;
         let tiered = reader.remote().map(|remote| TieredOffsets {
             local_start: reader.partition().offsets().log_start_offset,
-            uploaded_end: remote.manifest().next_offset(),
+            uploaded_end: remote.end_offset(),
         });
         Ok(PartitionOffsetsView {
             offsets: reader.offsets(),

@@ -30,6 +30,7 @@ use crate::groups::coordinator::Coordinator;
 use crate::groups::offsets::OffsetStore;
 use crate::log::Partition;
 use crate::producers::ProducerRegistry;
+use crate::tiering::remote_log::TieredSegments;
 use crate::tiering::{Tiering, TieringError};
 use crate::topics::catalog::{Catalog, Topic};
 
@@ -184,11 +185,8 @@ impl Broker {
             .tiering
             .remote(topic.name(), partition, log.offsets().log_start_offset)
             .await?;
-        Ok(PartitionReader::tiered(
-            log,
-            Arc::clone(&self.tiering),
-            remote,
-        ))
+        let segments = TieredSegments::new(Arc::clone(&self.tiering), remote);
+        Ok(PartitionReader::tiered(log, Arc::new(segments)))
     }
 }
 

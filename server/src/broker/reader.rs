@@ -1,20 +1,21 @@
 //! One partition as readers see it: the local log, plus the bucket below the local log start
 //! when the topic is tiered. Every read of the broker (fetch in each format, member fetch, lag,
 //! timestamp lookups) goes through this one reader, so cold offsets are served the same way as
-//! hot ones and the local-or-remote decision is made in one place.
+//! hot ones and the local-or-remote decision is made in one place. The remote part is the
+//! engine's [`RemoteLog`] trait, so this reader knows nothing of buckets or manifests.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::log::remote::{RemoteLog, RemoteReadError};
 use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
-use crate::tiering::{RemotePartition, Tiering, TieringError};
 
 /// A partition's local log and, for tiered topics, its remote part.
 #[derive(Debug, Clone)]
 pub struct PartitionReader {
     local: Arc<Partition>,
-    remote: Option<(Arc<Tiering>, Arc<RemotePartition>)>,
+    remote: Option<Arc<dyn RemoteLog>>,
 }
 
 /// Why a read failed.
@@ -25,7 +26,7 @@ pub enum ReaderError {
     Local(#[from] ReadError),
     /// The remote read failed.
     #[error(transparent)]
-    Remote(#[from] TieringError),
+    Remote(#[from] RemoteReadError),
 }
 
 impl PartitionReader {
@@ -37,15 +38,11 @@ impl PartitionReader {
         }
     }
 
-    /// A tiered partition.
-    pub fn tiered(
-        local: Arc<Partition>,
-        tiering: Arc<Tiering>,
-        remote: Arc<RemotePartition>,
-    ) -> Self {
+    /// A tiered partition: `remote` serves the offsets below the local log start.
+    pub fn tiered(local: Arc<Partition>, remote: Arc<dyn RemoteLog>) -> Self {
         Self {
             local,
-            remote: Some((tiering, remote)),
+            remote: Some(remote),
         }
     }
 
@@ -55,8 +52,8 @@ impl PartitionReader {
     }
 
     /// The remote part, if the topic is tiered.
-    pub fn remote(&self) -> Option<&Arc<RemotePartition>> {
-        self.remote.as_ref().map(|(_, remote)| remote)
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteLog>> {
+        self.remote.as_ref()
     }
 
     /// Offsets with the log start of the whole log: the remote start when the bucket holds
@@ -72,7 +69,7 @@ impl PartitionReader {
     }
 
     fn remote_start(&self) -> Option<u64> {
-        self.remote().and_then(|remote| remote.remote_start())
+        self.remote().and_then(|remote| remote.start_offset())
     }
 
     /// Changes of the local offsets (new data arrives locally only).
@@ -87,10 +84,10 @@ impl PartitionReader {
     pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReaderError> {
         let offsets = self.offsets();
         let local_start = self.local.offsets().log_start_offset;
-        if let Some((tiering, remote)) = &self.remote
+        if let Some(remote) = &self.remote
             && offset < local_start
             && offset >= offsets.log_start_offset
-            && let Some(cold) = tiering.read_cold(remote, offset, max_bytes).await?
+            && let Some(cold) = remote.read(offset, max_bytes).await?
         {
             return Ok(ReadSlice {
                 data: cold.data,
@@ -133,15 +130,7 @@ impl PartitionReader {
             .filter(|s| s.durable_size > 0)
             .filter_map(|s| s.max_timestamp)
             .max();
-        let remote = self.remote().and_then(|remote| {
-            let manifest = remote.manifest();
-            manifest
-                .segments
-                .iter()
-                .filter(|s| s.last_offset >= manifest.log_start_offset)
-                .map(|s| s.max_timestamp)
-                .max()
-        });
+        let remote = self.remote().and_then(|remote| remote.max_timestamp());
         local.max(remote)
     }
 
@@ -151,8 +140,8 @@ impl PartitionReader {
     /// # Errors
     /// Local or remote failures.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, ReaderError> {
-        if let Some((tiering, remote)) = &self.remote
-            && let Some(offset) = tiering.offset_for_timestamp_cold(remote, timestamp).await?
+        if let Some(remote) = &self.remote
+            && let Some(offset) = remote.offset_for_timestamp(timestamp).await?
             && offset < self.local.offsets().log_start_offset
         {
             return Ok(Some(offset));

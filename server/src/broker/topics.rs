@@ -8,7 +8,7 @@ use serde_json::Value;
 use strata_tiering::chunk_cache::CacheStats;
 
 use super::error::TopicError;
-use super::{Broker, ReaderOpenError};
+use super::{Broker, ReaderOpenError, local_partition};
 use crate::topics::catalog::Topic;
 
 impl From<ReaderOpenError> for TopicError {
@@ -125,10 +125,17 @@ impl Broker {
     /// Unknown topic or partition; an unloadable manifest.
     pub async fn segments(&self, topic: &str, partition: u32) -> Result<SegmentsView, TopicError> {
         let topic = self.topic(topic)?;
-        let reader = self.reader(&topic, partition).await?;
-        let local = reader.partition().segments();
-        let log_end = reader.partition().offsets().log_end_offset;
-        let manifest = reader.remote().map(|remote| remote.manifest());
+        let log = local_partition(&topic, partition)?;
+        let local = log.segments();
+        let log_end = log.offsets().log_end_offset;
+        let manifest = match topic.config().remote_storage_enable {
+            true => {
+                let start = log.offsets().log_start_offset;
+                let remote = self.tiering.remote(topic.name(), partition, start).await?;
+                Some(remote.manifest())
+            }
+            false => None,
+        };
         let uploaded_end = manifest.as_ref().map_or(0, |m| m.next_offset());
         let local_start = local.first().map_or(log_end, |s| s.base_offset);
         let mut segments = Vec::new();

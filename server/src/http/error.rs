@@ -17,8 +17,10 @@ use crate::broker::reader::ReaderError;
 use crate::groups::coordinator::GroupError;
 use crate::groups::offsets::OffsetStoreError;
 use crate::log::producer_state::ProducerError;
+use crate::log::remote::RemoteReadError;
 use crate::log::{AppendError, OpenError, ReadError};
 use crate::producers::ProducerRegistryError;
+use crate::tiering::remote_log::{FailureKind, failure_kind};
 use crate::topics::catalog::CatalogError;
 
 /// An error answer.
@@ -204,57 +206,26 @@ impl From<ReadError> for ApiError {
 
 impl From<crate::tiering::TieringError> for ApiError {
     fn from(error: crate::tiering::TieringError) -> Self {
-        use crate::tiering::TieringError;
-        use strata_tiering::manifest::ManifestError;
+        // Bytes that fail a digest or CRC stay corrupt however often they are read again.
+        match failure_kind(&error) {
+            FailureKind::Corrupt => ApiError::internal(ErrorCode::Corrupt, &error),
+            FailureKind::Unavailable => ApiError::internal(ErrorCode::StorageUnavailable, &error),
+            FailureKind::Interrupted => ApiError::internal(ErrorCode::Unavailable, &error),
+            FailureKind::Conflict => ApiError::new(ErrorCode::Conflict, error.to_string()),
+            FailureKind::Internal => ApiError::internal(ErrorCode::Internal, &error),
+        }
+    }
+}
+
+impl From<RemoteReadError> for ApiError {
+    fn from(error: RemoteReadError) -> Self {
         let code = match &error {
-            // Bytes that fail a digest or CRC stay corrupt however often they are read again.
-            TieringError::Corrupt { .. } => ErrorCode::Corrupt,
-            TieringError::Read(chunk) => chunk_error_code(chunk),
-            TieringError::Manifest(manifest) => match manifest {
-                ManifestError::Invalid { .. } => ErrorCode::Corrupt,
-                ManifestError::Fenced { .. } => ErrorCode::Conflict,
-                ManifestError::LandedEarlier(_) | ManifestError::Store(_) => {
-                    ErrorCode::StorageUnavailable
-                }
-            },
-            TieringError::Store(store) => store_error_code(store),
-            TieringError::Fenced { .. } => ErrorCode::Conflict,
-            TieringError::Open(_)
-            | TieringError::Probe(_)
-            | TieringError::Upload(_)
-            | TieringError::CacheConfig(_)
-            | TieringError::Local { .. }
-            | TieringError::Lock(_)
-            | TieringError::DeleteVersion(_) => ErrorCode::StorageUnavailable,
+            RemoteReadError::Corrupt(_) => ErrorCode::Corrupt,
+            RemoteReadError::Unavailable(_) => ErrorCode::StorageUnavailable,
+            RemoteReadError::Interrupted(_) => ErrorCode::Unavailable,
+            RemoteReadError::Internal(_) => ErrorCode::Internal,
         };
-        if code == ErrorCode::Conflict {
-            return ApiError::new(code, error.to_string());
-        }
         ApiError::internal(code, &error)
-    }
-}
-
-/// A cold read's failure: bad bytes are `corrupt`, an unreachable store is retryable.
-fn chunk_error_code(error: &strata_tiering::chunk_cache::ChunkError) -> ErrorCode {
-    use strata_tiering::chunk_cache::ChunkError;
-    match error {
-        ChunkError::Corrupt { .. }
-        | ChunkError::Sha256Mismatch { .. }
-        | ChunkError::WrongLength { .. }
-        | ChunkError::DigestsDoNotFit { .. } => ErrorCode::Corrupt,
-        ChunkError::Get { source, .. } | ChunkError::GetWhole { source, .. } => {
-            store_error_code(source)
-        }
-        ChunkError::OutOfRange { .. } => ErrorCode::Internal,
-        ChunkError::TaskFailed { .. } => ErrorCode::Unavailable,
-    }
-}
-
-/// An object the manifest references but the store does not have is lost data, not an outage.
-fn store_error_code(error: &object_store::Error) -> ErrorCode {
-    match error {
-        object_store::Error::NotFound { .. } => ErrorCode::Corrupt,
-        _ => ErrorCode::StorageUnavailable,
     }
 }
 

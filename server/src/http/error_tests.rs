@@ -19,6 +19,7 @@ use crate::groups::offsets::OffsetStoreError;
 use crate::io::IoError;
 use crate::log::batch::BatchError;
 use crate::log::producer_state::ProducerError;
+use crate::log::remote::RemoteReadError;
 use crate::log::segment::SegmentReadError;
 use crate::log::{AppendError, OpenError, ReadError};
 use crate::producers::ProducerRegistryError;
@@ -124,7 +125,7 @@ fn fetch_errors_tell_corrupt_from_unavailable() {
             ErrorCode::StorageUnavailable,
         ),
         (
-            FetchError::Read(ReaderError::Remote(remote_corrupt())).into(),
+            FetchError::Read(ReaderError::Remote(RemoteReadError::Corrupt("crc".into()))).into(),
             ErrorCode::Corrupt,
         ),
         (
@@ -631,7 +632,54 @@ fn a_reader_error_maps_as_its_tier_does() {
             ErrorCode::Corrupt,
         ),
         (
-            ReaderError::Remote(TieringError::Store(store_error(false))).into(),
+            ReaderError::Remote(RemoteReadError::Unavailable("down".into())).into(),
+            ErrorCode::StorageUnavailable,
+        ),
+    ]);
+}
+
+#[test]
+fn remote_read_errors_map_by_kind() {
+    check(vec![
+        (
+            RemoteReadError::Corrupt("x".into()).into(),
+            ErrorCode::Corrupt,
+        ),
+        (
+            RemoteReadError::Unavailable("x".into()).into(),
+            ErrorCode::StorageUnavailable,
+        ),
+        (
+            RemoteReadError::Interrupted("x".into()).into(),
+            ErrorCode::Unavailable,
+        ),
+        (
+            RemoteReadError::Internal("x".into()).into(),
+            ErrorCode::Internal,
+        ),
+    ]);
+}
+
+#[test]
+fn a_failed_cold_read_keeps_the_tiering_classification() {
+    use crate::tiering::remote_log::as_read_error;
+    check(vec![
+        (as_read_error(remote_corrupt()).into(), ErrorCode::Corrupt),
+        (
+            as_read_error(TieringError::Store(store_error(true))).into(),
+            ErrorCode::Corrupt,
+        ),
+        (
+            as_read_error(TieringError::Store(store_error(false))).into(),
+            ErrorCode::StorageUnavailable,
+        ),
+        (
+            as_read_error(TieringError::Fenced {
+                topic: "t".into(),
+                partition: 0,
+                reason: "x".into(),
+            })
+            .into(),
             ErrorCode::StorageUnavailable,
         ),
     ]);

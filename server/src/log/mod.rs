@@ -71,6 +71,7 @@ pub mod partition;
 pub mod producer_state;
 pub mod read;
 pub mod recovery;
+pub mod remote;
 pub mod retention;
 pub mod scan;
 pub mod segment;

@@ -8,6 +8,7 @@
 //! is readable remotely once a manifest lists it, and a local segment is deleted only after that.
 
 pub mod cold;
+pub mod remote_log;
 pub mod restore;
 mod retention;
 pub mod sync;

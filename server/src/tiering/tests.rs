@@ -11,6 +11,7 @@ use serde_json::Value;
 use strata_tiering::faults::{FaultKind, Faults, FaultyObjectStore, Operation};
 use strata_tiering::store::{StoreSettings, TierStore};
 
+use super::remote_log::TieredSegments;
 use super::{Tiering, TieringSettings};
 use crate::broker::reader::PartitionReader as TieredLog;
 use crate::clock::ManualClock;
@@ -121,7 +122,8 @@ async fn tiered_partition(fixture: &Fixture, number: u32) -> TieredLog {
     let partition = fixture.catalog.get("t").unwrap().partition(number).unwrap();
     let start = partition.offsets().log_start_offset;
     let remote = fixture.tiering.remote("t", number, start).await.unwrap();
-    TieredLog::tiered(partition, Arc::clone(&fixture.tiering), remote)
+    let segments = TieredSegments::new(Arc::clone(&fixture.tiering), remote);
+    TieredLog::tiered(partition, Arc::new(segments))
 }
 
 /// Every value readable from offset 0, through the tiered log.
@@ -314,11 +316,7 @@ async fn one_sweep_uploads_every_partition_of_a_topic() {
         let log = tiered_partition(&fixture, number).await;
         let remote = log.remote().unwrap();
         let active_base = log.partition().segments().last().map(|s| s.base_offset);
-        assert_eq!(
-            Some(remote.manifest().next_offset()),
-            active_base,
-            "partition {number}"
-        );
+        assert_eq!(Some(remote.end_offset()), active_base, "partition {number}");
         assert!(
             log.partition().offsets().log_start_offset > 0,
             "partition {number}"
