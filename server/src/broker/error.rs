@@ -9,6 +9,7 @@ use super::reader::ReaderError;
 use crate::groups::coordinator::GroupError;
 use crate::groups::offsets::OffsetStoreError;
 use crate::log::batch::BatchError;
+pub use crate::log::error::OffsetOutOfRange;
 use crate::log::{AppendError, ReadError};
 use crate::producers::ProducerRegistryError;
 use crate::tiering::TieringError;
@@ -40,22 +41,6 @@ pub enum LookupError {
         /// The topic.
         topic: String,
     },
-}
-
-/// An offset outside the readable log: below the log start or above the high watermark. Every
-/// operation that checks an offset range returns this one shape, with the valid range.
-#[derive(Debug, Clone, Copy, Error, PartialEq, Eq)]
-#[error(
-    "offset {requested} is out of range: valid offsets are {earliest} to {latest} \
-     (the high watermark)"
-)]
-pub struct OffsetOutOfRange {
-    /// The offset asked for.
-    pub requested: u64,
-    /// The log start offset.
-    pub earliest: u64,
-    /// The high watermark.
-    pub latest: u64,
 }
 
 /// Why a fetch (or a read on behalf of another operation: lag, timestamp lookups) failed.

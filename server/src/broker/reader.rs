@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::log::error::OffsetOutOfRange;
 use crate::log::remote::{RemoteLog, RemoteReadError};
 use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
 
@@ -108,13 +109,13 @@ impl PartitionReader {
             .read(offset, max_bytes)
             .await
             .map_err(|error| match error {
-                ReadError::OffsetOutOfRange {
+                ReadError::OffsetOutOfRange(OffsetOutOfRange {
                     requested, latest, ..
-                } => ReadError::OffsetOutOfRange {
+                }) => ReadError::OffsetOutOfRange(OffsetOutOfRange {
                     requested,
                     earliest: offsets.log_start_offset,
                     latest,
-                },
+                }),
                 other => other,
             })?;
         slice.offsets.log_start_offset = offsets.log_start_offset;

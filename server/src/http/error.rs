@@ -173,11 +173,7 @@ impl From<AppendError> for ApiError {
                 ApiError::new(ErrorCode::OffsetMismatch, error.to_string())
                     .with(|b| b.with_log_end_offset(actual))
             }
-            AppendError::OffsetOutOfRange {
-                requested,
-                earliest,
-                latest,
-            } => ApiError::out_of_range(*requested, *earliest, *latest),
+            AppendError::OffsetOutOfRange(range) => (*range).into(),
             AppendError::Producer(producer) => match producer {
                 ProducerError::Fenced { .. } => {
                     ApiError::new(ErrorCode::ProducerFenced, error.to_string())
@@ -193,11 +189,7 @@ impl From<AppendError> for ApiError {
 impl From<ReadError> for ApiError {
     fn from(error: ReadError) -> Self {
         match &error {
-            ReadError::OffsetOutOfRange {
-                requested,
-                earliest,
-                latest,
-            } => ApiError::out_of_range(*requested, *earliest, *latest),
+            ReadError::OffsetOutOfRange(range) => (*range).into(),
             ReadError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
             ReadError::Io(io) => ApiError::internal(io_error_code(io), &error),
         }

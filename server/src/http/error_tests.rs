@@ -417,11 +417,11 @@ fn engine_append_and_read_errors_map_to_their_codes() {
             ErrorCode::OffsetMismatch,
         ),
         (
-            AppendError::OffsetOutOfRange {
+            AppendError::OffsetOutOfRange(OffsetOutOfRange {
                 requested: 9,
                 earliest: 0,
                 latest: 3,
-            }
+            })
             .into(),
             ErrorCode::OffsetOutOfRange,
         ),
@@ -444,11 +444,11 @@ fn engine_append_and_read_errors_map_to_their_codes() {
             ErrorCode::SequenceGap,
         ),
         (
-            ReadError::OffsetOutOfRange {
+            ReadError::OffsetOutOfRange(OffsetOutOfRange {
                 requested: 9,
                 earliest: 0,
                 latest: 3,
-            }
+            })
             .into(),
             ErrorCode::OffsetOutOfRange,
         ),

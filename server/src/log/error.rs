@@ -14,6 +14,22 @@ use super::producer_state::ProducerError;
 use super::segment::SegmentReadError;
 use crate::io::IoError;
 
+/// An offset outside the readable log: below the log start or above the high watermark. Every
+/// operation that checks an offset range returns this one shape, with the valid range.
+#[derive(Debug, Clone, Copy, Error, PartialEq, Eq)]
+#[error(
+    "offset {requested} is out of range: valid offsets are {earliest} to {latest} \
+     (the high watermark)"
+)]
+pub struct OffsetOutOfRange {
+    /// The offset asked for.
+    pub requested: u64,
+    /// The log start offset.
+    pub earliest: u64,
+    /// The high watermark.
+    pub latest: u64,
+}
+
 /// Why an append failed. Nothing of a failed append ever becomes readable. `Clone`, because one
 /// failed group-commit round answers every request in it with the same error.
 #[derive(Debug, Clone, Error)]
@@ -52,15 +68,8 @@ pub enum AppendError {
         actual: u64,
     },
     /// delete-records beyond the high watermark.
-    #[error("offset {requested} is outside [{earliest}, {latest}]")]
-    OffsetOutOfRange {
-        /// Requested offset.
-        requested: u64,
-        /// Log start offset.
-        earliest: u64,
-        /// High watermark.
-        latest: u64,
-    },
+    #[error(transparent)]
+    OffsetOutOfRange(OffsetOutOfRange),
     /// An idempotent producer's batch was refused (fenced epoch or sequence gap).
     #[error(transparent)]
     Producer(#[from] ProducerError),
@@ -70,15 +79,8 @@ pub enum AppendError {
 #[derive(Debug, Error)]
 pub enum ReadError {
     /// The offset is below the log start or above the high watermark.
-    #[error("offset {requested} is outside [{earliest}, {latest}]")]
-    OffsetOutOfRange {
-        /// Requested offset.
-        requested: u64,
-        /// Log start offset.
-        earliest: u64,
-        /// High watermark.
-        latest: u64,
-    },
+    #[error(transparent)]
+    OffsetOutOfRange(OffsetOutOfRange),
     /// Stored data does not decode.
     #[error(transparent)]
     Corrupt(#[from] SegmentReadError),

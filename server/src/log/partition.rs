@@ -18,7 +18,7 @@ use super::compaction::state::CleanerState;
 use super::compaction::throttle::Throttle;
 use super::compaction::{self, CleanerStatus, CompactionError, CompactionPolicy, CompactionReport};
 use super::config::{LogConfig, LogConfigError};
-pub use super::error::{AppendError, CloseError, OpenError, ReadError};
+pub use super::error::{AppendError, CloseError, OffsetOutOfRange, OpenError, ReadError};
 use super::read::first_at_or_after_time;
 use super::recovery::{RecoveryReport, recover};
 use super::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
@@ -428,11 +428,11 @@ impl Partition {
     pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReadError> {
         let offsets = self.offsets();
         if offset < offsets.log_start_offset || offset > offsets.high_watermark {
-            return Err(ReadError::OffsetOutOfRange {
+            return Err(ReadError::OffsetOutOfRange(OffsetOutOfRange {
                 requested: offset,
                 earliest: offsets.log_start_offset,
                 latest: offsets.high_watermark,
-            });
+            }));
         }
         let empty = ReadSlice {
             data: Bytes::new(),

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::batch::{BatchOptions, NewRecord, RecordBatch, encode_batch};
 use super::config::LogConfig;
-use super::partition::{Acks, AppendError, Partition, ReadError};
+use super::partition::{Acks, AppendError, OffsetOutOfRange, Partition, ReadError};
 use super::producer_state::ProducerError;
 use super::segment::{LOG_SUFFIX, segment_file_name};
 use crate::clock::{Clock, ManualClock};
@@ -146,11 +146,11 @@ async fn reads_outside_the_log_are_out_of_range_and_at_the_end_are_empty() {
         assert!(at_end.data.is_empty());
         assert_eq!(at_end.next_offset, 1);
         match partition.read(2, 100).await {
-            Err(ReadError::OffsetOutOfRange {
+            Err(ReadError::OffsetOutOfRange(OffsetOutOfRange {
                 requested: 2,
                 earliest: 0,
                 latest: 1,
-            }) => {}
+            })) => {}
             other => panic!("expected out of range, got {other:?}"),
         }
     }
@@ -877,7 +877,9 @@ async fn delete_records_moves_the_log_start_durably_and_removes_whole_segments_b
         assert_eq!(partition.delete_records(cut).await.unwrap(), cut);
         assert_eq!(partition.offsets().log_start_offset, cut);
         match partition.read(cut - 1, 100).await {
-            Err(ReadError::OffsetOutOfRange { earliest, .. }) => assert_eq!(earliest, cut),
+            Err(ReadError::OffsetOutOfRange(OffsetOutOfRange { earliest, .. })) => {
+                assert_eq!(earliest, cut)
+            }
             other => panic!("expected out of range, got {other:?}"),
         }
         assert_eq!(
@@ -896,7 +898,7 @@ async fn delete_records_moves_the_log_start_durably_and_removes_whole_segments_b
         // Deleting beyond the high watermark is refused; below the start is a no-op.
         assert!(matches!(
             partition.delete_records(1_000).await,
-            Err(AppendError::OffsetOutOfRange { .. })
+            Err(AppendError::OffsetOutOfRange(OffsetOutOfRange { .. }))
         ));
         assert_eq!(partition.delete_records(1).await.unwrap(), cut);
         drop(partition);

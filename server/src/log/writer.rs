@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{LOG_OVERHEAD, RecordBatch};
 use super::compaction::{self, CompactionError, SwapInstaller, swap::SwapPlan};
-use super::error::{AppendError, CloseError};
+use super::error::{AppendError, CloseError, OffsetOutOfRange};
 use super::meta::{PartitionMeta, write_file_atomically, write_meta};
 use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
 use super::recovery::SNAPSHOT_SUFFIX;
@@ -490,11 +490,11 @@ impl Writer {
     async fn delete_records(&mut self, before: u64) -> Result<u64, AppendError> {
         let offsets = *self.shared.offsets.borrow();
         if before > offsets.high_watermark {
-            return Err(AppendError::OffsetOutOfRange {
+            return Err(AppendError::OffsetOutOfRange(OffsetOutOfRange {
                 requested: before,
                 earliest: offsets.log_start_offset,
                 latest: offsets.high_watermark,
-            });
+            }));
         }
         if before <= offsets.log_start_offset {
             return Ok(offsets.log_start_offset);
