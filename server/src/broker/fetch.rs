@@ -27,16 +27,36 @@ impl From<ReaderOpenError> for FetchError {
     }
 }
 
-/// Where a fetch starts, as a request names it.
+/// Where a fetch starts, as a request names it: an offset or a timestamp (not both; neither
+/// is the log start), or a resume point that wins over both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FetchStart {
-    /// A resume point (an SSE `Last-Event-ID`): wins over the others.
-    pub resume: Option<u64>,
-    /// At this offset.
-    pub offset: Option<u64>,
-    /// At the first record whose timestamp is at or after this one (the high watermark when
-    /// every record is older). Not together with `offset`.
-    pub timestamp: Option<i64>,
+    resume: Option<u64>,
+    offset: Option<u64>,
+    timestamp: Option<i64>,
+}
+
+impl FetchStart {
+    /// At `offset`, or at the first record whose timestamp is at or after `timestamp` (the high
+    /// watermark when every record is older), or at the log start.
+    ///
+    /// # Errors
+    /// [`FetchError::OffsetAndTimestamp`] when both are given.
+    pub fn new(offset: Option<u64>, timestamp: Option<i64>) -> Result<Self, FetchError> {
+        if offset.is_some() && timestamp.is_some() {
+            return Err(FetchError::OffsetAndTimestamp);
+        }
+        Ok(Self {
+            resume: None,
+            offset,
+            timestamp,
+        })
+    }
+
+    /// The same start, overridden by a resume point (an SSE `Last-Event-ID`) when there is one.
+    pub fn resuming_at(self, resume: Option<u64>) -> Self {
+        Self { resume, ..self }
+    }
 }
 
 /// How much one read may return and how long it may wait, already bounded by the server's
@@ -78,16 +98,6 @@ pub struct RecordsRead {
     pub stopped_by: Option<FetchError>,
 }
 
-/// A partition opened for a fetch, with the resolved start offset.
-pub struct OpenedFetch {
-    /// The topic (streams check that it still exists).
-    pub topic: Arc<Topic>,
-    /// The partition's reader.
-    pub reader: Arc<PartitionReader>,
-    /// The first offset to read; checked against the log's range.
-    pub offset: u64,
-}
-
 impl Broker {
     /// The bounds of a read: the request's values, or the server's defaults, within the
     /// server's limits.
@@ -107,22 +117,30 @@ impl Broker {
         }
     }
 
-    /// Opens a partition for reading and resolves where the read starts.
+    /// Opens a partition for reading: its topic (streams check that it still exists) and its
+    /// reader.
     ///
     /// # Errors
-    /// Unknown topic or partition, a start outside the log (416 with the valid range), or a
-    /// failed timestamp lookup.
-    pub async fn open_fetch(
+    /// Unknown topic or partition; an unloadable manifest.
+    pub async fn open_reader(
         &self,
         topic: &str,
         partition: u32,
-        start: FetchStart,
-    ) -> Result<OpenedFetch, FetchError> {
+    ) -> Result<(Arc<Topic>, Arc<PartitionReader>), FetchError> {
         let topic = self.topic(topic)?;
         let reader = Arc::new(self.reader(&topic, partition).await?);
-        if start.offset.is_some() && start.timestamp.is_some() {
-            return Err(FetchError::OffsetAndTimestamp);
-        }
+        Ok((topic, reader))
+    }
+
+    /// The offset a read starts at, checked against the log's range.
+    ///
+    /// # Errors
+    /// A start outside the log (416 with the valid range), or a failed timestamp lookup.
+    pub async fn start_offset(
+        &self,
+        reader: &PartitionReader,
+        start: FetchStart,
+    ) -> Result<u64, FetchError> {
         let offset = match (start.resume.or(start.offset), start.timestamp) {
             (Some(offset), _) => offset,
             (None, Some(timestamp)) => reader
@@ -132,11 +150,7 @@ impl Broker {
             (None, None) => reader.offsets().log_start_offset,
         };
         check_range(&reader.offsets(), offset)?;
-        Ok(OpenedFetch {
-            topic,
-            reader,
-            offset,
-        })
+        Ok(offset)
     }
 
     /// Waits until records at `offset` are readable, `wait` has passed, or the server shuts

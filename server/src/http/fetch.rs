@@ -93,6 +93,9 @@ pub async fn fetch(
     Accepted(format): Accepted<Format>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let broker = &state.broker;
+    let (topic, reader) = broker.open_reader(&topic, partition).await?;
+    let start = FetchStart::new(query.offset, query.timestamp)?;
     let resume = headers
         .get("last-event-id")
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
@@ -102,15 +105,9 @@ pub async fn fetch(
             })
         })
         .transpose()?;
-    let start = FetchStart {
-        resume: resume.filter(|_| format == Format::Sse),
-        offset: query.offset,
-        timestamp: query.timestamp,
-    };
-    let broker = &state.broker;
     let bounds = broker.fetch_bounds(query.max_bytes, query.max_records, query.max_wait_ms);
-    let opened = broker.open_fetch(&topic, partition, start).await?;
-    let (reader, offset) = (opened.reader, opened.offset);
+    let start = start.resuming_at(resume.filter(|_| format == Format::Sse));
+    let offset = broker.start_offset(&reader, start).await?;
     let request = FetchRequest {
         partition,
         offset,
@@ -126,7 +123,7 @@ pub async fn fetch(
         } else {
             None
         };
-        let stream = super::sse::partition_stream(state, opened.topic, reader, request, first);
+        let stream = super::sse::partition_stream(state, topic, reader, request, first);
         return Ok(stream.into_response());
     }
     broker.wait_for_data(&reader, offset, bounds.wait).await;
