@@ -66,16 +66,14 @@ pub enum FetchError {
 /// Why a timestamp lookup (`GET .../offsets?timestamp=`) failed.
 #[derive(Debug, Error)]
 pub enum ListOffsetsError {
-    /// The topic or partition does not exist.
-    #[error(transparent)]
-    Lookup(#[from] LookupError),
     /// A negative timestamp that is not one of Kafka's special values.
     #[error("timestamp must be >= 0, or -1 (latest), -2 (earliest) or -3 (max timestamp)")]
     InvalidTimestamp {
         /// The timestamp given.
         timestamp: i64,
     },
-    /// Reading the found record failed.
+    /// The partition could not be opened (no such topic or partition, an unloadable
+    /// manifest), or reading the found record failed.
     #[error(transparent)]
     Fetch(#[from] FetchError),
 }

@@ -178,8 +178,7 @@ impl Broker {
         topic: &str,
         partition: u32,
     ) -> Result<PartitionOffsetsView, FetchError> {
-        let topic = self.topic(topic)?;
-        let reader = self.reader(&topic, partition).await?;
+        let (_, reader) = self.open_reader(topic, partition).await?;
         let tiered = reader.remote().map(|remote| TieredOffsets {
             local_start: reader.partition().offsets().log_start_offset,
             uploaded_end: remote.end_offset(),
@@ -202,11 +201,7 @@ impl Broker {
         partition: u32,
         timestamp: i64,
     ) -> Result<TimestampLookup, ListOffsetsError> {
-        let topic = self.topic(topic)?;
-        let reader = self
-            .reader(&topic, partition)
-            .await
-            .map_err(FetchError::from)?;
+        let (_, reader) = self.open_reader(topic, partition).await?;
         let offsets = reader.offsets();
         let position = |offset| TimestampLookup {
             offset: Some(offset),

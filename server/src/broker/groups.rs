@@ -69,8 +69,8 @@ pub struct MemberReadBounds {
 /// What a member read returned.
 #[derive(Debug)]
 pub struct MemberRecords {
-    /// The records with their partitions, partition by partition.
-    pub records: Vec<(TopicPartition, Record)>,
+    /// The records of each partition that returned any, partition by partition.
+    pub records: Vec<(TopicPartition, Vec<Record>)>,
     /// The position after the read in every partition read.
     pub positions: BTreeMap<TopicPartition, u64>,
 }
@@ -279,7 +279,9 @@ impl Broker {
                 records_left = records_left
                     .saturating_sub(u32::try_from(read.records.len()).unwrap_or(u32::MAX));
                 next = read.next_offset;
-                records.extend(read.records.into_iter().map(|r| (tp.clone(), r)));
+                if !read.records.is_empty() {
+                    records.push((tp.clone(), read.records));
+                }
             }
             positions.insert(tp.clone(), next);
         }

@@ -105,41 +105,45 @@ impl Broker {
     ) -> Result<Produced, ProduceError> {
         let topic = topic.topic();
         check_request_shape(topic, target, &request)?;
-        let groups = self.partition_records(topic, target, &request.records)?;
+        let record_count = request.records.len();
+        let groups = self.partition_records(topic, target, request.records)?;
         if let Some(producer) = &request.producer {
             self.check_epoch(producer.producer_id, producer.producer_epoch)
                 .await?;
         }
         let config = topic.config();
         let mut appends = Vec::with_capacity(groups.len());
-        for (partition, records) in &groups {
-            let options = batch_options(&config, request.producer.as_ref(), *partition)?;
-            let new: Vec<NewRecord> = records.iter().map(|(_, r)| r.clone()).collect();
+        let mut slots = Vec::with_capacity(groups.len());
+        for (partition, records) in groups {
+            let options = batch_options(&config, request.producer.as_ref(), partition)?;
+            // Each record's index in the request and its timestamp, for the answer.
+            let (indexes, new): (Vec<(usize, i64)>, Vec<NewRecord>) = records
+                .into_iter()
+                .map(|(index, record)| ((index, record.timestamp), record))
+                .unzip();
             let batch = RecordBatch::encode(&options, &new)
                 .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
-            let log = local_partition(topic, *partition)?;
+            let log = local_partition(topic, partition)?;
             appends.push(append_one(
                 log,
                 batch,
                 request.acks,
                 request.expected_offset,
             ));
+            slots.push((partition, indexes));
         }
         let results = futures::future::join_all(appends).await;
-        let mut positions = vec![None; request.records.len()];
+        let mut positions = vec![None; record_count];
         let mut duplicate = false;
-        for ((partition, records), result) in groups.iter().zip(results) {
+        for ((partition, indexes), result) in slots.into_iter().zip(results) {
             let ack = result?;
             duplicate |= ack.duplicate;
-            // A retry's answer carries what the first attempt stored, not the retry's timestamps.
-            let stamps = match ack.duplicate {
-                true => stored_timestamps(topic, *partition, &ack).await?,
-                false => records.iter().map(|(_, r)| r.timestamp).collect(),
-            };
-            for (delta, ((index, _), timestamp)) in records.iter().zip(stamps).enumerate() {
+            let sent = indexes.iter().map(|(_, timestamp)| *timestamp).collect();
+            let stamps = answered_timestamps(topic, partition, &ack, sent).await?;
+            for (delta, ((index, _), timestamp)) in indexes.iter().zip(stamps).enumerate() {
                 if let Some(slot) = positions.get_mut(*index) {
                     *slot = Some(StoredPosition {
-                        partition: *partition,
+                        partition,
                         offset: ack.base_offset + delta as u64,
                         timestamp,
                     });
@@ -158,7 +162,7 @@ impl Broker {
         &self,
         topic: &Topic,
         target: ProduceTarget,
-        records: &[IncomingRecord],
+        records: Vec<IncomingRecord>,
     ) -> Result<BTreeMap<u32, Vec<(usize, NewRecord)>>, ProduceError> {
         let config = topic.config();
         let count = topic.partition_count();
@@ -166,7 +170,7 @@ impl Broker {
         let seed = self.sticky_seed.fetch_add(1, Ordering::Relaxed);
         let sticky = StickyPartitioner::new(count, seed);
         let mut groups: BTreeMap<u32, Vec<(usize, NewRecord)>> = BTreeMap::new();
-        for (index, record) in records.iter().enumerate() {
+        for (index, record) in records.into_iter().enumerate() {
             if record.timestamp.is_some_and(|t| t < 0) {
                 return Err(ProduceError::Invalid(format!(
                     "records[{index}].timestamp must be >= 0 (ms since the Unix epoch)"
@@ -194,9 +198,9 @@ impl Broker {
                 index,
                 NewRecord {
                     timestamp,
-                    key: record.key.clone(),
-                    value: record.value.clone(),
-                    headers: record.headers.clone(),
+                    key: record.key,
+                    value: record.value,
+                    headers: record.headers,
                 },
             ));
         }
@@ -240,10 +244,7 @@ impl Broker {
         let mut duplicate = false;
         for (ack, stamps) in acks.iter().zip(timestamps) {
             duplicate |= ack.duplicate;
-            let stamps = match ack.duplicate {
-                true => stored_timestamps(topic, partition, ack).await?,
-                false => stamps,
-            };
+            let stamps = answered_timestamps(topic, partition, ack, stamps).await?;
             for (delta, timestamp) in stamps.into_iter().enumerate() {
                 positions.push(StoredPosition {
                     partition,
@@ -454,12 +455,17 @@ fn refuse_unsupported(header: &BatchHeader, position: usize) -> Result<(), Produ
     )))
 }
 
-/// Timestamps of the stored records of a batch the log already held (an idempotent retry).
-async fn stored_timestamps(
+/// The timestamps to answer for an appended batch: those `sent`, or for an idempotent retry
+/// those the first attempt stored (read back), not the retry's.
+async fn answered_timestamps(
     topic: &Topic,
     partition: u32,
     ack: &BatchAck,
+    sent: Vec<i64>,
 ) -> Result<Vec<i64>, ProduceError> {
+    if !ack.duplicate {
+        return Ok(sent);
+    }
     let log = local_partition(topic, partition)?;
     let slice = log.read(ack.base_offset, 1).await?;
     let count = usize::try_from(ack.last_offset - ack.base_offset + 1).unwrap_or(usize::MAX);

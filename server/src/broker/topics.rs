@@ -8,17 +8,8 @@ use serde_json::Value;
 use strata_tiering::chunk_cache::CacheStats;
 
 use super::error::TopicError;
-use super::{Broker, ReaderOpenError, local_partition};
+use super::{Broker, local_partition};
 use crate::topics::catalog::Topic;
-
-impl From<ReaderOpenError> for TopicError {
-    fn from(error: ReaderOpenError) -> Self {
-        match error {
-            ReaderOpenError::Lookup(lookup) => TopicError::Lookup(lookup),
-            ReaderOpenError::Remote(remote) => TopicError::Remote(remote),
-        }
-    }
-}
 
 /// Where a segment's records are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -262,7 +262,6 @@ impl From<FetchError> for ApiError {
 impl From<ListOffsetsError> for ApiError {
     fn from(error: ListOffsetsError) -> Self {
         match error {
-            ListOffsetsError::Lookup(lookup) => lookup.into(),
             ListOffsetsError::InvalidTimestamp { .. } => {
                 ApiError::new(ErrorCode::Invalid, error.to_string())
             }

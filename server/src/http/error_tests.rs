@@ -139,7 +139,7 @@ fn fetch_errors_tell_corrupt_from_unavailable() {
 fn list_offsets_errors_map_to_their_codes() {
     check(vec![
         (
-            ListOffsetsError::Lookup(lookup()).into(),
+            ListOffsetsError::Fetch(FetchError::Lookup(lookup())).into(),
             ErrorCode::TopicNotFound,
         ),
         (

@@ -231,9 +231,11 @@ fn member_response(read: MemberRecords, query: &MemberFetchQuery) -> MemberFetch
         records: read
             .records
             .iter()
-            .map(|((topic, partition), record)| MemberRecord {
-                topic: topic.clone(),
-                record: to_fetched_record(*partition, record, query.value_format),
+            .flat_map(|((topic, partition), records)| {
+                records.iter().map(|record| MemberRecord {
+                    topic: topic.clone(),
+                    record: to_fetched_record(*partition, record, query.value_format),
+                })
             })
             .collect(),
         positions: read
