@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::log::error::OffsetOutOfRange;
 use crate::log::remote::{RemoteLog, RemoteReadError};
+use crate::log::segments::{SegmentMap, Tier};
 use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
 
 /// A partition's local log and, for tiered topics, its remote part.
@@ -57,11 +58,21 @@ impl PartitionReader {
         self.remote.as_ref()
     }
 
+    /// The partition's local and remote segments in one ordered map, as of now.
+    pub fn segment_map(&self) -> SegmentMap {
+        let local_start = self.local.offsets().log_start_offset;
+        let remote = self.remote().map(|r| r.segments()).unwrap_or_default();
+        SegmentMap::new(&self.local.segment_spans(), local_start, &remote)
+    }
+
     /// Offsets with the log start of the whole log: the remote start when the bucket holds
     /// records below the local start.
     pub fn offsets(&self) -> LogOffsets {
         let mut offsets = self.local.offsets();
-        if let Some(start) = self.remote_start()
+        let remote_start = self
+            .remote()
+            .and_then(|remote| remote.segments().first().map(|s| s.base_offset));
+        if let Some(start) = remote_start
             && start < offsets.log_start_offset
         {
             offsets.log_start_offset = start;
@@ -69,25 +80,22 @@ impl PartitionReader {
         offsets
     }
 
-    fn remote_start(&self) -> Option<u64> {
-        self.remote().and_then(|remote| remote.start_offset())
-    }
-
     /// Changes of the local offsets (new data arrives locally only).
     pub fn subscribe(&self) -> watch::Receiver<LogOffsets> {
         self.local.subscribe()
     }
 
-    /// Like [`Partition::read`], from the bucket below the local log start.
+    /// Like [`Partition::read`], from whichever tier the segment map says holds `offset`.
     ///
     /// # Errors
     /// Out of range (against the whole log), local or remote failures.
     pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReaderError> {
         let offsets = self.offsets();
         let local_start = self.local.offsets().log_start_offset;
-        if let Some(remote) = &self.remote
-            && offset < local_start
-            && offset >= offsets.log_start_offset
+        let in_range = offset >= offsets.log_start_offset;
+        let located = self.segment_map().locate(offset).copied();
+        if let (true, Some(remote), Some(span)) = (in_range, &self.remote, located)
+            && span.tier == Tier::Remote
             && let Some(cold) = remote.read(offset, max_bytes).await?
         {
             return Ok(ReadSlice {
@@ -98,50 +106,44 @@ impl PartitionReader {
                 zero_copy: false,
             });
         }
-        if offset < local_start && offset >= offsets.log_start_offset {
-            // Between the remote end and the local start (nothing there): continue locally.
-            let mut slice = self.local.read(local_start, max_bytes).await?;
-            slice.offsets.log_start_offset = offsets.log_start_offset;
-            return Ok(slice);
-        }
-        let mut slice = self
-            .local
-            .read(offset, max_bytes)
-            .await
-            .map_err(|error| match error {
-                ReadError::OffsetOutOfRange(OffsetOutOfRange {
-                    requested, latest, ..
-                }) => ReadError::OffsetOutOfRange(OffsetOutOfRange {
-                    requested,
-                    earliest: offsets.log_start_offset,
-                    latest,
-                }),
-                other => other,
-            })?;
+        // Below the local start but within the whole log (a gap the bucket does not cover):
+        // continue at the local start.
+        let local_offset = if in_range {
+            offset.max(local_start)
+        } else {
+            offset
+        };
+        let mut slice =
+            self.local
+                .read(local_offset, max_bytes)
+                .await
+                .map_err(|error| match error {
+                    ReadError::OffsetOutOfRange(OffsetOutOfRange {
+                        requested, latest, ..
+                    }) => ReadError::OffsetOutOfRange(OffsetOutOfRange {
+                        requested,
+                        earliest: offsets.log_start_offset,
+                        latest,
+                    }),
+                    other => other,
+                })?;
         slice.offsets.log_start_offset = offsets.log_start_offset;
         Ok(slice)
     }
 
     /// The largest record timestamp in the readable log (local and remote), `None` when empty.
     pub fn max_timestamp(&self) -> Option<i64> {
-        let local = self
-            .local
-            .segments()
-            .iter()
-            .filter(|s| s.durable_size > 0)
-            .filter_map(|s| s.max_timestamp)
-            .max();
-        let remote = self.remote().and_then(|remote| remote.max_timestamp());
-        local.max(remote)
+        self.segment_map().max_timestamp()
     }
 
-    /// The first offset with a timestamp at or after `timestamp`, searching the bucket first
-    /// when the timestamp is older than the local data.
+    /// The first offset with a timestamp at or after `timestamp`, asking the tier of the first
+    /// segment the map says may hold one.
     ///
     /// # Errors
     /// Local or remote failures.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, ReaderError> {
-        if let Some(remote) = &self.remote
+        let tier = self.segment_map().locate_time(timestamp).map(|s| s.tier);
+        if let (Some(Tier::Remote), Some(remote)) = (tier, &self.remote)
             && let Some(offset) = remote.offset_for_timestamp(timestamp).await?
             && offset < self.local.offsets().log_start_offset
         {

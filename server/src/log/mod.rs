@@ -76,6 +76,7 @@ pub mod retention;
 pub mod scan;
 pub mod segment;
 pub mod segment_state;
+pub mod segments;
 mod shared;
 pub mod time_index;
 pub mod types;

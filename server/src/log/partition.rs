@@ -23,6 +23,7 @@ use super::read::first_at_or_after_time;
 use super::recovery::{RecoveryReport, recover};
 use super::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
 use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot};
+use super::segments::{SegmentSpan, Tier};
 use super::shared::Shared;
 pub use super::types::{Acks, BatchAck, LogOffsets};
 use super::writer::{Command, Writer};
@@ -408,6 +409,20 @@ impl Partition {
     /// A receiver that changes whenever the offsets do: long-polling readers wait on it.
     pub fn subscribe(&self) -> watch::Receiver<LogOffsets> {
         self.shared.offsets.subscribe()
+    }
+
+    /// The local segments as spans of the partition's segment map; the newest timestamp
+    /// counts only durable records.
+    pub fn segment_spans(&self) -> Vec<SegmentSpan> {
+        self.segments()
+            .iter()
+            .map(|s| SegmentSpan {
+                base_offset: s.base_offset,
+                next_offset: s.next_offset,
+                max_timestamp: s.max_timestamp.filter(|_| s.durable_size > 0),
+                tier: Tier::Local,
+            })
+            .collect()
     }
 
     /// Progress of every segment, oldest first.

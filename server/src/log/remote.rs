@@ -10,6 +10,8 @@ use std::fmt::Debug;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
+use super::segments::SegmentSpan;
+
 /// Whole batches read from remote segments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteSlice {
@@ -44,14 +46,12 @@ pub enum RemoteReadError {
 
 /// A partition's remote segments.
 pub trait RemoteLog: Debug + Send + Sync {
-    /// The first offset the remote segments can serve; `None` when they hold nothing readable.
-    fn start_offset(&self) -> Option<u64>;
+    /// The readable remote segments in offset order (the first one starting at the remote log
+    /// start), for the partition's [`SegmentMap`](super::segments::SegmentMap).
+    fn segments(&self) -> Vec<SegmentSpan>;
 
     /// The offset after the last one the remote segments hold.
     fn end_offset(&self) -> u64;
-
-    /// The largest record timestamp of the readable remote segments.
-    fn max_timestamp(&self) -> Option<i64>;
 
     /// Whole batches from the one holding `offset` (or the first after it), up to `max_bytes`
     /// (at least one batch), within one segment; `None` when nothing is at or after `offset`.

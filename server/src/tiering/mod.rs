@@ -155,15 +155,6 @@ impl RemotePartition {
         tracing::error!(topic = %self.topic, partition = self.partition, %reason, "tiering stopped");
         *self.fenced.lock() = Some(reason);
     }
-
-    /// The first offset the bucket can serve, if it holds anything at or after its log start.
-    pub fn remote_start(&self) -> Option<u64> {
-        let manifest = self.manifest();
-        manifest
-            .segment_for(manifest.log_start_offset)
-            .map(|_| manifest.log_start_offset)
-    }
-
     fn cached<T>(map: &Mutex<HashMap<u64, Arc<T>>>, base: u64) -> Option<Arc<T>> {
         map.lock().get(&base).cloned()
     }

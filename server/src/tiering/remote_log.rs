@@ -10,6 +10,7 @@ use strata_tiering::manifest::ManifestError;
 
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::remote::{RemoteLog, RemoteReadError, RemoteSlice};
+use crate::log::segments::{SegmentSpan, Tier};
 
 /// A tiered partition's remote segments.
 #[derive(Debug, Clone)]
@@ -31,22 +32,27 @@ impl TieredSegments {
 }
 
 impl RemoteLog for TieredSegments {
-    fn start_offset(&self) -> Option<u64> {
-        self.remote.remote_start()
+    fn segments(&self) -> Vec<SegmentSpan> {
+        let manifest = self.remote.manifest();
+        let start = manifest.log_start_offset;
+        // The first readable segment starts at the log start even when that falls in a gap
+        // before it (compaction): offsets there are served from the next batch.
+        manifest
+            .segments
+            .iter()
+            .filter(|s| s.last_offset >= start)
+            .enumerate()
+            .map(|(i, s)| SegmentSpan {
+                base_offset: if i == 0 { start } else { s.base_offset },
+                next_offset: s.last_offset + 1,
+                max_timestamp: Some(s.max_timestamp),
+                tier: Tier::Remote,
+            })
+            .collect()
     }
 
     fn end_offset(&self) -> u64 {
         self.remote.manifest().next_offset()
-    }
-
-    fn max_timestamp(&self) -> Option<i64> {
-        let manifest = self.remote.manifest();
-        manifest
-            .segments
-            .iter()
-            .filter(|s| s.last_offset >= manifest.log_start_offset)
-            .map(|s| s.max_timestamp)
-            .max()
     }
 
     fn read(
