@@ -13,6 +13,7 @@ pub mod http;
 pub mod io;
 pub mod limits;
 pub mod log;
+pub mod names;
 pub mod producers;
 pub mod server;
 pub mod status;

@@ -25,6 +25,7 @@ use crate::groups::coordinator::{Coordinator, GroupLimits};
 use crate::groups::offsets::{OFFSETS_TOPIC, OffsetStore};
 use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
+use crate::names::TopicName;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
 use crate::status::ServerStatus;
 use crate::tiering::Tiering;
@@ -115,7 +116,8 @@ pub async fn build_state(
         Some(topic) => topic,
         None => {
             let configs = BTreeMap::from([("cleanup_policy".to_string(), Value::from("compact"))]);
-            catalog.create(OFFSETS_TOPIC, 1, &configs, true).await?
+            let name = TopicName::internal(OFFSETS_TOPIC).map_err(CatalogError::from)?;
+            catalog.create(&name, 1, &configs).await?
         }
     };
     let offsets_log = offsets_topic

@@ -3,6 +3,7 @@
 //! [`OffsetOutOfRange`]). The HTTP layer maps each enum to an error code with one exhaustive
 //! match, so a new variant forces a decision there; nothing here knows about status codes.
 
+use crate::names::InvalidName;
 use thiserror::Error;
 
 use super::reader::ReaderError;
@@ -174,8 +175,8 @@ pub enum GroupOpError {
     #[error(transparent)]
     Lookup(#[from] LookupError),
     /// A group id outside `[A-Za-z0-9._-]{1,255}`.
-    #[error("group ids are 1-255 characters of [A-Za-z0-9._-]")]
-    InvalidGroupId,
+    #[error(transparent)]
+    InvalidGroupId(#[from] InvalidName),
     /// A well-formed but unacceptable request.
     #[error("{0}")]
     Invalid(String),

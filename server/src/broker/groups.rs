@@ -17,6 +17,7 @@ use crate::groups::coordinator::{
 };
 use crate::groups::offsets::{Commit, GroupOffsets};
 use crate::log::{LogOffsets, Record};
+use crate::names::GroupId;
 
 /// Where a reset moves a group's committed offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +123,8 @@ impl Broker {
     /// # Errors
     /// A bad group id, an unknown or internal topic, a refused join.
     pub fn join_group(&self, group: &str, join: &JoinRequest) -> Result<MemberView, GroupOpError> {
-        validate_group_id(group)?;
+        let group_id = GroupId::parse(group)?;
+        let group = group_id.as_str();
         let mut topics: BTreeSet<String> = join.topics.iter().cloned().collect();
         let mut counts = BTreeMap::new();
         for topic in &topics {
@@ -358,7 +360,8 @@ impl Broker {
         group: &str,
         request: &CommitRequest,
     ) -> Result<GroupOffsets, GroupOpError> {
-        validate_group_id(group)?;
+        let group_id = GroupId::parse(group)?;
+        let group = group_id.as_str();
         if request.commits.is_empty() {
             return Err(GroupOpError::Invalid("offsets must not be empty".into()));
         }
@@ -420,7 +423,8 @@ impl Broker {
         group: &str,
         request: &ResetRequest,
     ) -> Result<GroupOffsets, GroupOpError> {
-        validate_group_id(group)?;
+        let group_id = GroupId::parse(group)?;
+        let group = group_id.as_str();
         if !request.force && self.coordinator.member_count(group) > 0 {
             return Err(GroupOpError::LiveMembers {
                 group: group.to_string(),
@@ -567,18 +571,5 @@ impl Broker {
             });
         }
         Ok(())
-    }
-}
-
-fn validate_group_id(group: &str) -> Result<(), GroupOpError> {
-    let valid = !group.is_empty()
-        && group.len() <= 255
-        && group
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if valid {
-        Ok(())
-    } else {
-        Err(GroupOpError::InvalidGroupId)
     }
 }

@@ -9,7 +9,8 @@ use strata_tiering::chunk_cache::CacheStats;
 
 use super::error::TopicError;
 use super::{Broker, local_partition};
-use crate::topics::catalog::Topic;
+use crate::names::TopicName;
+use crate::topics::catalog::{CatalogError, Topic};
 
 /// Where a segment's records are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,11 +67,9 @@ impl Broker {
         partitions: u32,
         configs: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, TopicError> {
+        let name = TopicName::parse(name).map_err(CatalogError::from)?;
         self.refuse_lock_without_worm(configs)?;
-        Ok(self
-            .catalog
-            .create(name, partitions, configs, false)
-            .await?)
+        Ok(self.catalog.create(&name, partitions, configs).await?)
     }
 
     /// Changes a topic's settings.

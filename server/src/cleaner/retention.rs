@@ -68,6 +68,7 @@ mod tests {
     use crate::io::{Io, IoBackendChoice};
     use crate::log::batch::{BatchOptions, NewRecord, encode_batch};
     use crate::log::{Acks, RecordBatch};
+    use crate::names::TopicName;
 
     fn batch(timestamp: i64) -> RecordBatch {
         let record = NewRecord {
@@ -91,7 +92,10 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        catalog.create("t", 1, &configs, false).await.unwrap();
+        catalog
+            .create(&TopicName::parse("t").unwrap(), 1, &configs)
+            .await
+            .unwrap();
         catalog
     }
 

@@ -319,7 +319,7 @@ impl From<GroupOpError> for ApiError {
     fn from(error: GroupOpError) -> Self {
         match error {
             GroupOpError::Lookup(lookup) => lookup.into(),
-            GroupOpError::InvalidGroupId | GroupOpError::Invalid(_) => {
+            GroupOpError::InvalidGroupId(_) | GroupOpError::Invalid(_) => {
                 ApiError::new(ErrorCode::Invalid, error.to_string())
             }
             GroupOpError::GroupNotFound { .. } => {

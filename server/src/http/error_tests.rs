@@ -22,6 +22,7 @@ use crate::log::producer_state::ProducerError;
 use crate::log::remote::RemoteReadError;
 use crate::log::segment::SegmentReadError;
 use crate::log::{AppendError, OpenError, ReadError};
+use crate::names::InvalidName;
 use crate::producers::ProducerRegistryError;
 use crate::tiering::TieringError;
 use crate::topics::catalog::CatalogError;
@@ -250,7 +251,15 @@ fn group_operation_errors_map_to_their_codes() {
             GroupOpError::Lookup(lookup()).into(),
             ErrorCode::TopicNotFound,
         ),
-        (GroupOpError::InvalidGroupId.into(), ErrorCode::Invalid),
+        (
+            GroupOpError::InvalidGroupId(InvalidName {
+                kind: "group id",
+                name: "a b".into(),
+                reason: "bad",
+            })
+            .into(),
+            ErrorCode::Invalid,
+        ),
         (GroupOpError::Invalid("x".into()).into(), ErrorCode::Invalid),
         (
             GroupOpError::GroupNotFound { group: "g".into() }.into(),
@@ -475,10 +484,11 @@ fn catalog_errors_map_to_their_codes() {
             ErrorCode::TopicAlreadyExists,
         ),
         (
-            CatalogError::InvalidName {
+            CatalogError::InvalidName(InvalidName {
+                kind: "topic name",
                 name: "..".into(),
                 reason: "r",
-            }
+            })
             .into(),
             ErrorCode::InvalidTopicName,
         ),

@@ -12,6 +12,7 @@ use strata_tiering::manifest;
 
 use super::sync::{REMOTE_TOPIC_FORMAT, RemoteTopic};
 use super::{Tiering, TieringError};
+use crate::names::TopicName;
 use crate::topics::catalog::Catalog;
 
 /// What a restore did.
@@ -68,8 +69,10 @@ impl Tiering {
                 starts.push(start);
             }
             let configs: BTreeMap<String, serde_json::Value> = remote.configs;
+            let topic =
+                TopicName::parse(&name).map_err(|e| RestoreError::Catalog(e.to_string()))?;
             catalog
-                .restore(&name, &configs, &starts)
+                .restore(&topic, &configs, &starts)
                 .await
                 .map_err(|e| RestoreError::Catalog(e.to_string()))?;
             tracing::info!(

@@ -18,6 +18,7 @@ use crate::clock::ManualClock;
 use crate::io::{Io, IoBackendChoice};
 use crate::log::Acks;
 use crate::log::batch::{BatchOptions, NewRecord, RecordBatch, encode_batch};
+use crate::names::TopicName;
 use crate::topics::catalog::Catalog;
 
 struct Fixture {
@@ -77,7 +78,7 @@ async fn fixture_with_partitions(partitions: u32) -> Fixture {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     catalog
-        .create("t", partitions, &configs, false)
+        .create(&TopicName::parse("t").unwrap(), partitions, &configs)
         .await
         .unwrap();
     Fixture {

@@ -28,12 +28,10 @@ use crate::clock::Clock;
 use crate::io::{Io, IoError};
 use crate::log::meta::{META_VERSION, PartitionMeta, write_file_atomically, write_meta};
 use crate::log::{LogConfig, OpenError, Partition};
+use crate::names::{InvalidName, TopicName};
 
 const TOPIC_FILE: &str = "topic.json";
 const TOPIC_FILE_VERSION: u32 = 1;
-/// Longest topic name (Kafka's limit).
-pub const MAX_TOPIC_NAME_LEN: usize = 249;
-
 /// What `topic.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,13 +47,8 @@ struct TopicFile {
 #[derive(Debug, Error)]
 pub enum CatalogError {
     /// The name breaks the naming rules.
-    #[error("invalid topic name {name:?}: {reason}")]
-    InvalidName {
-        /// The rejected name.
-        name: String,
-        /// The rule it breaks.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidName(#[from] InvalidName),
     /// A partition count outside `1..=limit`, or not larger than the current one.
     #[error("invalid partition count {requested}: {reason}")]
     InvalidPartitions {
@@ -280,13 +273,11 @@ impl Catalog {
     /// Invalid name, count or settings; an existing topic; I/O errors.
     pub async fn create(
         &self,
-        name: &str,
+        name: &TopicName,
         partitions: u32,
         configs: &BTreeMap<String, Value>,
-        allow_internal: bool,
     ) -> Result<Arc<Topic>, CatalogError> {
-        validate_topic_name(name, allow_internal)?;
-        self.create_with_starts(name, configs, &vec![0; partitions as usize])
+        self.create_with_starts(name.as_str(), configs, &vec![0; partitions as usize])
             .await
     }
 
@@ -297,12 +288,12 @@ impl Catalog {
     /// As [`Catalog::create`].
     pub async fn restore(
         &self,
-        name: &str,
+        name: &TopicName,
         configs: &BTreeMap<String, Value>,
         log_starts: &[u64],
     ) -> Result<Arc<Topic>, CatalogError> {
-        validate_topic_name(name, false)?;
-        self.create_with_starts(name, configs, log_starts).await
+        self.create_with_starts(name.as_str(), configs, log_starts)
+            .await
     }
 
     async fn create_with_starts(
@@ -515,39 +506,6 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
     }
 }
 
-/// Kafka's naming rules: 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; names starting
-/// with `__` are reserved for the server's internal topics.
-///
-/// # Errors
-/// [`CatalogError::InvalidName`] with the broken rule.
-pub fn validate_topic_name(name: &str, allow_internal: bool) -> Result<(), CatalogError> {
-    let invalid = |reason| {
-        Err(CatalogError::InvalidName {
-            name: name.to_string(),
-            reason,
-        })
-    };
-    if name.is_empty() {
-        return invalid("must not be empty");
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return invalid("must be at most 249 characters");
-    }
-    if name == "." || name == ".." {
-        return invalid("must not be \".\" or \"..\"");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return invalid("may contain only ASCII letters, digits, '.', '_' and '-'");
-    }
-    if name.starts_with("__") && !allow_internal {
-        return invalid("names starting with \"__\" are reserved for internal topics");
-    }
-    Ok(())
-}
-
 fn dir_error(path: &Path, source: std::io::Error) -> CatalogError {
     CatalogError::Dir {
         path: path.to_path_buf(),
@@ -583,28 +541,8 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::io::IoBackendChoice;
 
-    #[test]
-    fn topic_names_follow_kafka_rules() {
-        for good in ["a", "orders.v1", "A_b-c", &"x".repeat(249)] {
-            validate_topic_name(good, false).unwrap();
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../x",
-            "a/b",
-            "a b",
-            "é",
-            &"x".repeat(250),
-            "__internal",
-        ] {
-            assert!(
-                validate_topic_name(bad, false).is_err(),
-                "{bad:?} must be rejected"
-            );
-        }
-        validate_topic_name("__consumer_offsets", true).unwrap();
+    fn topic(name: &str) -> TopicName {
+        TopicName::parse(name).unwrap()
     }
 
     #[tokio::test]
@@ -616,17 +554,17 @@ mod tests {
             .await
             .unwrap();
         let configs = BTreeMap::from([("retention_ms".to_string(), Value::from(1234))]);
-        catalog.create("orders", 3, &configs, false).await.unwrap();
+        catalog.create(&topic("orders"), 3, &configs).await.unwrap();
         catalog
-            .create("gone", 1, &BTreeMap::new(), false)
+            .create(&topic("gone"), 1, &BTreeMap::new())
             .await
             .unwrap();
         assert!(matches!(
-            catalog.create("orders", 1, &BTreeMap::new(), false).await,
+            catalog.create(&topic("orders"), 1, &BTreeMap::new()).await,
             Err(CatalogError::AlreadyExists(_))
         ));
         assert!(matches!(
-            catalog.create("x", 17, &BTreeMap::new(), false).await,
+            catalog.create(&topic("x"), 17, &BTreeMap::new()).await,
             Err(CatalogError::InvalidPartitions { .. })
         ));
         catalog.add_partitions("orders", 5).await.unwrap();
@@ -650,7 +588,7 @@ mod tests {
         let name = "a".repeat(249);
         for _ in 0..2 {
             catalog
-                .create(&name, 2, &BTreeMap::new(), false)
+                .create(&topic(&name), 2, &BTreeMap::new())
                 .await
                 .unwrap();
             catalog.delete(&name).await.unwrap();
