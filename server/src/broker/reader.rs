@@ -65,6 +65,10 @@ impl PartitionReader {
         SegmentMap::new(&self.local.segment_spans(), local_start, &remote)
     }
 
+    fn tier_of(&self, offset: u64) -> Option<Tier> {
+        self.segment_map().locate(offset).map(|span| span.tier)
+    }
+
     /// Offsets with the log start of the whole log: the remote start when the bucket holds
     /// records below the local start.
     pub fn offsets(&self) -> LogOffsets {
@@ -93,9 +97,11 @@ impl PartitionReader {
         let offsets = self.offsets();
         let local_start = self.local.offsets().log_start_offset;
         let in_range = offset >= offsets.log_start_offset;
-        let located = self.segment_map().locate(offset).copied();
-        if let (true, Some(remote), Some(span)) = (in_range, &self.remote, located)
-            && span.tier == Tier::Remote
+        // Only offsets below the local start of a tiered partition need the map: the local
+        // log holds every offset from its start on.
+        if let (true, Some(remote)) = (in_range, &self.remote)
+            && offset < local_start
+            && self.tier_of(offset) == Some(Tier::Remote)
             && let Some(cold) = remote.read(offset, max_bytes).await?
         {
             return Ok(ReadSlice {
@@ -142,8 +148,11 @@ impl PartitionReader {
     /// # Errors
     /// Local or remote failures.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, ReaderError> {
+        let Some(remote) = &self.remote else {
+            return Ok(self.local.offset_for_timestamp(timestamp)?);
+        };
         let tier = self.segment_map().locate_time(timestamp).map(|s| s.tier);
-        if let (Some(Tier::Remote), Some(remote)) = (tier, &self.remote)
+        if tier == Some(Tier::Remote)
             && let Some(offset) = remote.offset_for_timestamp(timestamp).await?
             && offset < self.local.offsets().log_start_offset
         {
