@@ -30,6 +30,7 @@ use utoipa::ToSchema;
 /// - `conflict` (409): the request conflicts with the current state of the resource.
 /// - `corrupt` (500): stored data failed an integrity check while serving the request.
 /// - `disk_full` (503, retryable): the data disk has no space left; retry after `Retry-After`.
+/// - `forbidden` (403): the caller may not do this operation on this resource; the message names both.
 /// - `group_not_found` (404): no consumer group has this id.
 /// - `internal` (500): an unexpected server error; the server logs the detail.
 /// - `internal_topic` (409): internal topics (`__` prefix) are not writable or configurable.
@@ -37,6 +38,7 @@ use utoipa::ToSchema;
 /// - `invalid_config` (422): a topic config key is unknown or its value is out of range.
 /// - `invalid_producer` (422): the producer id is unknown to the server.
 /// - `invalid_topic_name` (422): the topic name breaks the naming rules.
+/// - `key_not_found` (404): no API key has this id.
 /// - `key_required` (422): a record without a key was sent to a compacted topic.
 /// - `method_not_allowed` (405): the route exists but not for this HTTP method.
 /// - `no_valid_offset` (409): a member has no usable committed offset and `auto_offset_reset` is `none`.
@@ -57,6 +59,7 @@ use utoipa::ToSchema;
 /// - `topic_already_exists` (409): a topic with this name exists.
 /// - `too_many_open_files` (503, retryable): the server reached its open-file limit.
 /// - `topic_not_found` (404): no topic has this name.
+/// - `unauthenticated` (401): no valid `Authorization: Bearer` token; the message never says whether a key exists.
 /// - `unavailable` (503, retryable): the server is starting up or shutting down.
 /// - `unknown_member` (409): the member left, was evicted or was replaced.
 /// - `unsupported_media_type` (415): the `Content-Type` is not accepted by this endpoint.
@@ -86,6 +89,9 @@ pub enum ErrorCode {
     /// The data disk is full. Nothing of the request was stored; the server recovers by itself
     /// once space is freed, so retry after the `Retry-After` header's delay.
     DiskFull,
+    /// The authenticated caller may not do this operation on this resource (an ACL denies it,
+    /// or none allows it). The message names the operation and the resource, never the rule.
+    Forbidden,
     /// No consumer group has this id (it has no members and no committed offsets).
     GroupNotFound,
     /// An unexpected server error; the message says nothing internal, the server log does.
@@ -103,6 +109,8 @@ pub enum ErrorCode {
     /// The topic name is not 1 to 249 characters of `[A-Za-z0-9._-]`, is `.` or `..`, or uses
     /// the `__` prefix reserved for internal topics.
     InvalidTopicName,
+    /// No API key has this id (it was revoked, or never existed).
+    KeyNotFound,
     /// A record without a key was sent to a compacted topic, where the key is the identity.
     KeyRequired,
     /// The route exists, but not for this HTTP method.
@@ -151,6 +159,10 @@ pub enum ErrorCode {
     TopicAlreadyExists,
     /// No topic has this name.
     TopicNotFound,
+    /// The request has no `Authorization: Bearer` token, or one the server does not accept
+    /// (unknown, revoked or malformed): the response never says which. The response carries
+    /// `WWW-Authenticate: Bearer`.
+    Unauthenticated,
     /// The server is starting up (recovering) or shutting down.
     Unavailable,
     /// The member id is not in the group: it left, was evicted (see the group description for
@@ -175,6 +187,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::Corrupt,
         ErrorCode::DiskFull,
+        ErrorCode::Forbidden,
         ErrorCode::GroupNotFound,
         ErrorCode::Internal,
         ErrorCode::InternalTopic,
@@ -182,6 +195,7 @@ impl ErrorCode {
         ErrorCode::InvalidConfig,
         ErrorCode::InvalidProducer,
         ErrorCode::InvalidTopicName,
+        ErrorCode::KeyNotFound,
         ErrorCode::KeyRequired,
         ErrorCode::MethodNotAllowed,
         ErrorCode::NoValidOffset,
@@ -202,6 +216,7 @@ impl ErrorCode {
         ErrorCode::TooManyOpenFiles,
         ErrorCode::TopicAlreadyExists,
         ErrorCode::TopicNotFound,
+        ErrorCode::Unauthenticated,
         ErrorCode::Unavailable,
         ErrorCode::UnknownMember,
         ErrorCode::UnsupportedMediaType,
@@ -216,7 +231,10 @@ impl ErrorCode {
             | ErrorCode::BadPath
             | ErrorCode::BadQuery
             | ErrorCode::BadRecordBatch => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::GroupNotFound
+            | ErrorCode::KeyNotFound
             | ErrorCode::NotFound
             | ErrorCode::PartitionNotFound
             | ErrorCode::ProducerNotFound
@@ -269,6 +287,7 @@ impl ErrorCode {
             | ErrorCode::BadRecordBatch
             | ErrorCode::Conflict
             | ErrorCode::Corrupt
+            | ErrorCode::Forbidden
             | ErrorCode::GroupNotFound
             | ErrorCode::Internal
             | ErrorCode::InternalTopic
@@ -276,6 +295,7 @@ impl ErrorCode {
             | ErrorCode::InvalidConfig
             | ErrorCode::InvalidProducer
             | ErrorCode::InvalidTopicName
+            | ErrorCode::KeyNotFound
             | ErrorCode::KeyRequired
             | ErrorCode::MethodNotAllowed
             | ErrorCode::NotAcceptable
@@ -293,6 +313,7 @@ impl ErrorCode {
             | ErrorCode::StaleGeneration
             | ErrorCode::TopicAlreadyExists
             | ErrorCode::TopicNotFound
+            | ErrorCode::Unauthenticated
             | ErrorCode::UnknownMember
             | ErrorCode::UnsupportedMediaType
             | ErrorCode::UnsupportedRecordBatch => false,
@@ -311,6 +332,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::Corrupt => "corrupt",
             ErrorCode::DiskFull => "disk_full",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::GroupNotFound => "group_not_found",
             ErrorCode::Internal => "internal",
             ErrorCode::InternalTopic => "internal_topic",
@@ -318,6 +340,7 @@ impl ErrorCode {
             ErrorCode::InvalidConfig => "invalid_config",
             ErrorCode::InvalidProducer => "invalid_producer",
             ErrorCode::InvalidTopicName => "invalid_topic_name",
+            ErrorCode::KeyNotFound => "key_not_found",
             ErrorCode::KeyRequired => "key_required",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::NotAcceptable => "not_acceptable",
@@ -338,6 +361,7 @@ impl ErrorCode {
             ErrorCode::TooManyOpenFiles => "too_many_open_files",
             ErrorCode::TopicAlreadyExists => "topic_already_exists",
             ErrorCode::TopicNotFound => "topic_not_found",
+            ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::UnknownMember => "unknown_member",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",

@@ -34,6 +34,12 @@ enum Command {
         #[arg(long)]
         records: bool,
     },
+    /// Manage API keys in the key file (a running server picks changes up within a second,
+    /// or at once on SIGHUP).
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
+    },
     /// Check which disk I/O backend this machine and data directory support.
     IoProbe {
         /// Directory to probe with a real write, fdatasync and read.
@@ -42,6 +48,31 @@ enum Command {
         /// Backend to ask for: auto, io_uring or sync.
         #[arg(long, default_value = "auto")]
         io_backend: IoBackendChoice,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuthCommand {
+    /// Make an API key for a principal and print its token (shown only this once).
+    CreateKey {
+        /// Who the key authenticates.
+        #[arg(long)]
+        principal: String,
+        /// Where the key file is (the server's settings: --config, --data-dir, ...).
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
+    /// List the keys (ids and principals, never tokens).
+    ListKeys {
+        #[command(flatten)]
+        settings: ConfigArgs,
+    },
+    /// Revoke a key by id.
+    RevokeKey {
+        /// The key id (`k_...`).
+        id: String,
+        #[command(flatten)]
+        settings: ConfigArgs,
     },
 }
 
@@ -62,6 +93,7 @@ pub fn main() -> ExitCode {
             Ok(())
         }
         Command::Dump { segment, records } => dump(&segment, records),
+        Command::Auth { command } => auth(command),
         Command::IoProbe {
             data_dir,
             io_backend,
@@ -74,6 +106,41 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn auth(command: AuthCommand) -> anyhow::Result<()> {
+    use crate::clock::{Clock, SystemClock};
+    use crate::security::keys::KeyStore;
+    let keys = |settings: &ConfigArgs| -> anyhow::Result<KeyStore> {
+        let path = Config::load(settings)?.keys_path();
+        Ok(KeyStore::open(&path)?)
+    };
+    match command {
+        AuthCommand::CreateKey {
+            principal,
+            settings,
+        } => {
+            crate::security::check_principal(&principal).map_err(anyhow::Error::msg)?;
+            let (key, token) = keys(&settings)?.create(&principal, SystemClock.now_ms())?;
+            eprintln!(
+                "created key {} for {}; the token is shown only now:",
+                key.id, key.principal
+            );
+            println!("{token}");
+        }
+        AuthCommand::ListKeys { settings } => {
+            for key in keys(&settings)?.list() {
+                println!("{}\t{}\t{}", key.id, key.principal, key.created_at_ms);
+            }
+        }
+        AuthCommand::RevokeKey { id, settings } => {
+            if !keys(&settings)?.revoke(&id)? {
+                anyhow::bail!("no key has id {id}");
+            }
+            eprintln!("revoked {id}");
+        }
+    }
+    Ok(())
 }
 
 fn dump(path: &PathBuf, with_records: bool) -> anyhow::Result<()> {

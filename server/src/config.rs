@@ -14,6 +14,7 @@ use thiserror::Error;
 
 use crate::io::IoBackendChoice;
 use crate::limits;
+use crate::security::acl::AclRule;
 
 /// Everything `strata serve` can be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,6 +58,29 @@ pub struct Config {
     pub tiering_chunk_cache_bytes: u64,
     /// Age in ms after which objects no manifest references are deleted.
     pub tiering_orphan_grace_ms: u64,
+    /// `none` (anyone who reaches the port may do everything) or `api_key` (every request but
+    /// health checks and the API description needs `Authorization: Bearer <token>`).
+    pub auth_mode: AuthMode,
+    /// The API key file (hashes only); empty means `<data_dir>/auth/keys.json`.
+    pub auth_keys_file: String,
+    /// The file of ACLs managed through `/v1/acls`; empty means `<data_dir>/auth/acls.json`.
+    pub auth_acls_file: String,
+    /// Principals that may do everything, ACLs or not (bootstrap admins).
+    pub auth_super_users: Vec<String>,
+    /// ACL rules fixed by configuration (TOML only), in force beside the managed ones.
+    pub auth_acls: Vec<AclRule>,
+}
+
+/// Whether and how callers prove who they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// No authentication: every caller is `anonymous` and may do everything.
+    #[default]
+    None,
+    /// API keys as bearer tokens, authorized by ACLs.
+    ApiKey,
 }
 
 impl Default for Config {
@@ -78,6 +102,11 @@ impl Default for Config {
             tiered_storage_s3_endpoint: String::new(),
             tiered_storage_s3_region: String::new(),
             tiering_interval_ms: 5_000,
+            auth_mode: AuthMode::None,
+            auth_keys_file: String::new(),
+            auth_acls_file: String::new(),
+            auth_super_users: Vec::new(),
+            auth_acls: Vec::new(),
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
         }
@@ -145,6 +174,18 @@ pub struct ConfigArgs {
     /// Orphaned-object grace period in ms.
     #[arg(long, env = "STRATA_TIERING_ORPHAN_GRACE_MS")]
     pub tiering_orphan_grace_ms: Option<u64>,
+    /// Authentication: none or api_key.
+    #[arg(long, env = "STRATA_AUTH_MODE")]
+    pub auth_mode: Option<AuthMode>,
+    /// API key file (default `<data_dir>/auth/keys.json`).
+    #[arg(long, env = "STRATA_AUTH_KEYS_FILE")]
+    pub auth_keys_file: Option<String>,
+    /// Managed ACL file (default `<data_dir>/auth/acls.json`).
+    #[arg(long, env = "STRATA_AUTH_ACLS_FILE")]
+    pub auth_acls_file: Option<String>,
+    /// Principals that may do everything (comma-separated).
+    #[arg(long, env = "STRATA_AUTH_SUPER_USERS", value_delimiter = ',')]
+    pub auth_super_users: Option<Vec<String>>,
 }
 
 /// Why the configuration cannot be used.
@@ -203,7 +244,11 @@ impl Config {
             tiered_storage_s3_region,
             tiering_interval_ms,
             tiering_chunk_cache_bytes,
-            tiering_orphan_grace_ms
+            tiering_orphan_grace_ms,
+            auth_mode,
+            auth_keys_file,
+            auth_acls_file,
+            auth_super_users
         );
         config.validate()?;
         Ok(config)
@@ -234,6 +279,24 @@ impl Config {
             path: path.to_path_buf(),
             message: error.to_string(),
         })
+    }
+
+    /// The API key file.
+    pub fn keys_path(&self) -> PathBuf {
+        self.auth_path(&self.auth_keys_file, "keys.json")
+    }
+
+    /// The managed ACL file.
+    pub fn acls_path(&self) -> PathBuf {
+        self.auth_path(&self.auth_acls_file, "acls.json")
+    }
+
+    fn auth_path(&self, configured: &str, default: &str) -> PathBuf {
+        if configured.is_empty() {
+            self.data_dir.join("auth").join(default)
+        } else {
+            PathBuf::from(configured)
+        }
     }
 
     /// Checks every bound and reports all violations together.
@@ -281,6 +344,11 @@ impl Config {
             self.sse_ping_interval_ms >= 10,
             "sse_ping_interval_ms must be at least 10".into(),
         );
+        for rule in &self.auth_acls {
+            if let Err(reason) = rule.check() {
+                errors.push(format!("auth_acls: {reason}"));
+            }
+        }
         if errors.is_empty() {
             Ok(())
         } else {

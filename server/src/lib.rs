@@ -15,6 +15,7 @@ pub mod limits;
 pub mod log;
 pub mod names;
 pub mod producers;
+pub mod security;
 pub mod server;
 pub mod status;
 pub mod tiering;

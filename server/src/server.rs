@@ -20,13 +20,16 @@ use tokio::sync::watch;
 use crate::broker::background::BackgroundTasks;
 use crate::broker::{Broker, BrokerParts};
 use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
+use crate::config::{AuthMode, Config};
 use crate::groups::coordinator::{Coordinator, GroupLimits};
 use crate::groups::offsets::{OFFSETS_TOPIC, OffsetStore};
 use crate::http::{AppState, router};
 use crate::io::{Io, IoStartError};
 use crate::names::TopicName;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
+use crate::security::authorizer::Authorizer;
+use crate::security::file::SecurityFileError;
+use crate::security::keys::KeyStore;
 use crate::status::ServerStatus;
 use crate::tiering::Tiering;
 use crate::topics::catalog::{Catalog, CatalogError};
@@ -58,6 +61,9 @@ pub enum StartError {
     /// Tiered storage could not be opened or restored from.
     #[error("{0}")]
     Tiering(String),
+    /// The API key or ACL file cannot be read.
+    #[error("security: {0}")]
+    Security(String),
     /// Serving failed.
     #[error("http server: {0}")]
     Serve(#[source] std::io::Error),
@@ -129,6 +135,7 @@ pub async fn build_state(
             .map_err(|error| StartError::Groups(error.to_string()))?,
     );
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
+    let (keys, authorizer) = open_security(&config)?;
     let config = Arc::new(config);
     let broker = Arc::new(Broker::new(BrokerParts {
         catalog,
@@ -140,6 +147,8 @@ pub async fn build_state(
         clock,
         shutdown: shutdown.clone(),
         sticky_seed: STICKY_SEED,
+        authorizer,
+        keys,
     }));
     Ok(AppState {
         broker,
@@ -148,6 +157,32 @@ pub async fn build_state(
         shutdown,
         status,
     })
+}
+
+/// Anyone who can reach a non-loopback address may do everything without authentication: fine
+/// on a laptop, a mistake next to real data, so it is said at every start.
+fn warn_if_open(config: &Config, address: std::net::SocketAddr) {
+    if config.auth_mode == AuthMode::None && !address.ip().is_loopback() {
+        tracing::warn!(
+            %address,
+            "authentication is off (auth_mode = none) on a non-loopback address: anyone who can \
+             reach it can read, write and delete every topic; set auth_mode = api_key"
+        );
+    }
+}
+
+/// The API keys and the authorizer, from their files (created on first write).
+fn open_security(config: &Config) -> Result<(Arc<KeyStore>, Arc<Authorizer>), StartError> {
+    let security = |error: SecurityFileError| StartError::Security(error.to_string());
+    let keys = KeyStore::open(&config.keys_path()).map_err(security)?;
+    let authorizer = Authorizer::open(
+        &config.acls_path(),
+        config.auth_mode != AuthMode::None,
+        config.auth_super_users.clone(),
+        config.auth_acls.clone(),
+    )
+    .map_err(security)?;
+    Ok((Arc::new(keys), Arc::new(authorizer)))
 }
 
 /// Raises the soft open-file limit to the hard one: every partition holds three files and
@@ -235,6 +270,7 @@ pub async fn run_with(
     let (stop_sender, stop_receiver) = watch::channel(false);
     let timeout = Duration::from_millis(config.shutdown_timeout_ms);
     let address = listener.local_addr().map_err(StartError::Serve)?;
+    warn_if_open(&config, address);
     let status = Arc::new(ServerStatus::new());
     let api: Arc<OnceLock<Router>> = Arc::new(OnceLock::new());
     let front = crate::http::front_door(Arc::clone(&status), Arc::clone(&api));

@@ -16,6 +16,7 @@ mod internal_topics;
 mod kafka_compat;
 mod produce_fetch;
 mod readme;
+mod security;
 mod streaming;
 mod tiering;
 mod topics;

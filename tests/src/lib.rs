@@ -386,7 +386,7 @@ impl Drop for InProcessServer {
 /// integration tests, not this library, so the path is found at run time: cargo's variable if
 /// the runner sets it, else next to the test executable's `deps/` directory, where cargo puts
 /// the package's binaries (it builds them before running integration tests).
-fn binary() -> PathBuf {
+pub fn binary() -> PathBuf {
     if let Some(path) = std::env::var_os("CARGO_BIN_EXE_strata-under-test") {
         return PathBuf::from(path);
     }

@@ -16,6 +16,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     (ErrorCode::Conflict, "conflict", 409, false),
     (ErrorCode::Corrupt, "corrupt", 500, false),
     (ErrorCode::DiskFull, "disk_full", 503, true),
+    (ErrorCode::Forbidden, "forbidden", 403, false),
     (ErrorCode::GroupNotFound, "group_not_found", 404, false),
     (ErrorCode::Internal, "internal", 500, false),
     (ErrorCode::InternalTopic, "internal_topic", 409, false),
@@ -28,6 +29,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         422,
         false,
     ),
+    (ErrorCode::KeyNotFound, "key_not_found", 404, false),
     (ErrorCode::KeyRequired, "key_required", 422, false),
     (
         ErrorCode::MethodNotAllowed,
@@ -88,6 +90,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
         false,
     ),
     (ErrorCode::TopicNotFound, "topic_not_found", 404, false),
+    (ErrorCode::Unauthenticated, "unauthenticated", 401, false),
     (ErrorCode::Unavailable, "unavailable", 503, true),
     (ErrorCode::UnknownMember, "unknown_member", 409, false),
     (

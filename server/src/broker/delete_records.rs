@@ -9,6 +9,7 @@
 
 use super::error::{DeleteRecordsError, OffsetOutOfRange};
 use super::{Broker, ReaderOpenError};
+use crate::security::{Caller, Operation};
 
 impl From<ReaderOpenError> for DeleteRecordsError {
     fn from(error: ReaderOpenError) -> Self {
@@ -21,17 +22,19 @@ impl From<ReaderOpenError> for DeleteRecordsError {
 
 impl Broker {
     /// Deletes every record of `topic`/`partition` below `before`; returns the new log start
-    /// offset. Readers in the middle of a fetch finish it.
+    /// offset. Readers in the middle of a fetch finish it. Needs `delete` on the topic.
     ///
     /// # Errors
-    /// Unknown or internal topic, an offset above the high watermark, store or disk failures.
+    /// Not allowed, unknown or internal topic, an offset above the high watermark, store or
+    /// disk failures.
     pub async fn delete_records(
         &self,
+        caller: &Caller,
         topic: &str,
         partition: u32,
         before: u64,
     ) -> Result<u64, DeleteRecordsError> {
-        let topic = self.writable_topic(topic)?;
+        let topic = self.writable_topic_for(caller, Operation::Delete, topic)?;
         let reader = self.reader(&topic, partition).await?;
         let offsets = reader.offsets();
         if before > offsets.high_watermark {

@@ -3,7 +3,6 @@
 //! [`OffsetOutOfRange`]). The HTTP layer maps each enum to an error code with one exhaustive
 //! match, so a new variant forces a decision there; nothing here knows about status codes.
 
-use crate::names::InvalidName;
 use thiserror::Error;
 
 use super::reader::ReaderError;
@@ -12,7 +11,9 @@ use crate::groups::offsets::OffsetStoreError;
 use crate::log::batch::BatchError;
 pub use crate::log::error::OffsetOutOfRange;
 use crate::log::{AppendError, ReadError};
+use crate::names::InvalidName;
 use crate::producers::ProducerRegistryError;
+use crate::security::Denied;
 use crate::tiering::TieringError;
 use crate::topics::catalog::CatalogError;
 
@@ -42,6 +43,9 @@ pub enum LookupError {
         /// The topic.
         topic: String,
     },
+    /// The caller may not do this to the resource (checked before it is looked up).
+    #[error(transparent)]
+    Forbidden(#[from] Denied),
 }
 
 /// Why a fetch (or a read on behalf of another operation: lag, timestamp lookups) failed.

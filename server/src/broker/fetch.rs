@@ -13,6 +13,7 @@ use super::{Broker, ReaderOpenError};
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
 use crate::log::batch::BatchError;
 use crate::log::{Batches, LogOffsets, ReadSlice, Record};
+use crate::security::{Caller, Operation};
 use crate::tiering::remote_log::as_read_error;
 use crate::topics::catalog::Topic;
 
@@ -117,17 +118,29 @@ impl Broker {
         }
     }
 
-    /// Opens a partition for reading: its topic (streams check that it still exists) and its
-    /// reader.
+    /// Opens a partition for a fetch: its topic (streams check that it still exists) and its
+    /// reader. Needs `read` on the topic.
     ///
     /// # Errors
-    /// Unknown topic or partition; an unloadable manifest.
-    pub async fn open_reader(
+    /// Not allowed, unknown topic or partition; an unloadable manifest.
+    pub async fn open_for_fetch(
         &self,
+        caller: &Caller,
         topic: &str,
         partition: u32,
     ) -> Result<(Arc<Topic>, Arc<PartitionReader>), FetchError> {
-        let topic = self.topic(topic)?;
+        self.open_reader(caller, Operation::Read, topic, partition)
+            .await
+    }
+
+    async fn open_reader(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(Arc<Topic>, Arc<PartitionReader>), FetchError> {
+        let topic = self.topic_for(caller, operation, topic)?;
         let reader = Arc::new(self.reader(&topic, partition).await?);
         Ok((topic, reader))
     }
@@ -169,16 +182,19 @@ impl Broker {
     }
 
     /// Offsets of a partition as readers see them, plus for tiered topics the local log start
-    /// and the end of what the bucket holds.
+    /// and the end of what the bucket holds. Needs `describe` on the topic.
     ///
     /// # Errors
-    /// Unknown topic or partition; an unloadable manifest.
+    /// Not allowed, unknown topic or partition; an unloadable manifest.
     pub async fn partition_offsets(
         &self,
+        caller: &Caller,
         topic: &str,
         partition: u32,
     ) -> Result<PartitionOffsetsView, FetchError> {
-        let (_, reader) = self.open_reader(topic, partition).await?;
+        let (_, reader) = self
+            .open_reader(caller, Operation::Describe, topic, partition)
+            .await?;
         let tiered = reader.remote().map(|remote| TieredOffsets {
             local_start: reader.partition().offsets().log_start_offset,
             uploaded_end: remote.end_offset(),
@@ -191,17 +207,21 @@ impl Broker {
 
     /// Kafka's ListOffsets by timestamp, with the found record's own timestamp. `-1` is the
     /// high watermark, `-2` the log start, `-3` the record with the largest timestamp
-    /// (KIP-734).
+    /// (KIP-734). Needs `describe` on the topic.
     ///
     /// # Errors
-    /// Unknown topic or partition, a negative timestamp that is none of these, read failures.
+    /// Not allowed, unknown topic or partition, a negative timestamp that is none of these,
+    /// read failures.
     pub async fn offset_for_timestamp(
         &self,
+        caller: &Caller,
         topic: &str,
         partition: u32,
         timestamp: i64,
     ) -> Result<TimestampLookup, ListOffsetsError> {
-        let (_, reader) = self.open_reader(topic, partition).await?;
+        let (_, reader) = self
+            .open_reader(caller, Operation::Describe, topic, partition)
+            .await?;
         let offsets = reader.offsets();
         let position = |offset| TimestampLookup {
             offset: Some(offset),

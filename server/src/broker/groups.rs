@@ -18,6 +18,7 @@ use crate::groups::coordinator::{
 use crate::groups::offsets::{Commit, GroupOffsets};
 use crate::log::{LogOffsets, Record};
 use crate::names::GroupId;
+use crate::security::{Caller, Operation, Resource};
 
 /// Where a reset moves a group's committed offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,41 +119,57 @@ pub struct GroupListing {
 }
 
 impl Broker {
-    /// Joins a group (or rejoins with a static instance id).
+    /// Joins a group (or rejoins with a static instance id). Needs `read` on the group and on
+    /// every topic subscribed to.
     ///
     /// # Errors
-    /// A bad group id, an unknown or internal topic, a refused join.
-    pub fn join_group(&self, group: &str, join: &JoinRequest) -> Result<MemberView, GroupOpError> {
+    /// Not allowed, a bad group id, an unknown or internal topic, a refused join.
+    pub fn join_group(
+        &self,
+        caller: &Caller,
+        group: &str,
+        join: &JoinRequest,
+    ) -> Result<MemberView, GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
         let group_id = GroupId::parse(group)?;
         let group = group_id.as_str();
         let mut topics: BTreeSet<String> = join.topics.iter().cloned().collect();
         let mut counts = BTreeMap::new();
         for topic in &topics {
-            counts.insert(topic.clone(), self.writable_topic(topic)?.partition_count());
+            let topic_ref = self.writable_topic_for(caller, Operation::Read, topic)?;
+            counts.insert(topic.clone(), topic_ref.partition_count());
         }
         topics.extend(self.coordinator.topics(group));
         counts.extend(self.existing_counts(&topics));
         Ok(self.coordinator.join(group, join, &counts)?)
     }
 
-    /// A member's heartbeat.
+    /// A member's heartbeat. Needs `read` on the group.
     ///
     /// # Errors
-    /// Unknown member, a generation the group never had.
+    /// Not allowed, unknown member, a generation the group never had.
     pub fn heartbeat(
         &self,
+        caller: &Caller,
         group: &str,
         member: &str,
         generation: u32,
     ) -> Result<MemberView, GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
         Ok(self.coordinator.heartbeat(group, member, generation)?)
     }
 
-    /// A member leaves now.
+    /// A member leaves now. Needs `read` on the group.
     ///
     /// # Errors
-    /// Unknown member.
-    pub fn leave_group(&self, group: &str, member: &str) -> Result<(), GroupOpError> {
+    /// Not allowed, unknown member.
+    pub fn leave_group(
+        &self,
+        caller: &Caller,
+        group: &str,
+        member: &str,
+    ) -> Result<(), GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
         let topics = self.coordinator.topics(group);
         Ok(self
             .coordinator
@@ -178,16 +195,19 @@ impl Broker {
             .expire(|topics| self.existing_counts(topics));
     }
 
-    /// Checks membership and generation for a read and keeps the member alive.
+    /// Checks membership and generation for a read and keeps the member alive. Needs `read`
+    /// on the group (and [`Broker::read_for_member`] on each topic).
     ///
     /// # Errors
-    /// Unknown member or stale generation.
+    /// Not allowed, unknown member or stale generation.
     pub fn poll_member(
         &self,
+        caller: &Caller,
         group: &str,
         member: &str,
         generation: u32,
     ) -> Result<PollGrant, GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
         Ok(self.coordinator.poll(group, member, generation)?)
     }
 
@@ -232,10 +252,13 @@ impl Broker {
     /// Reads records from every partition of a poll grant, from each one's start, sharing the
     /// byte and record budgets; waits for data when no partition has any.
     ///
+    /// Needs `read` on every assigned topic (rights can be revoked after the join).
+    ///
     /// # Errors
-    /// No valid start with `auto_offset_reset = none`; read failures.
+    /// Not allowed, no valid start with `auto_offset_reset = none`; read failures.
     pub async fn read_for_member(
         &self,
+        caller: &Caller,
         group: &str,
         member: &str,
         grant: PollGrant,
@@ -243,6 +266,7 @@ impl Broker {
     ) -> Result<MemberRecords, GroupOpError> {
         let mut plans = Vec::new();
         for (tp, position) in &grant.positions {
+            self.authorize(caller, Operation::Read, Resource::topic(&tp.0))?;
             let Some(topic) = self.catalog.get(&tp.0) else {
                 continue;
             };
@@ -352,21 +376,25 @@ impl Broker {
     /// Commits offsets for many partitions at once. While the group has members, the commit
     /// must come from a current member that owns every partition in it.
     ///
+    /// Needs `read` on the group and on every topic committed to.
+    ///
     /// # Errors
-    /// A bad group id or request, an unknown or internal topic or partition, a fenced member,
-    /// storage failures.
+    /// Not allowed, a bad group id or request, an unknown or internal topic or partition, a
+    /// fenced member, storage failures.
     pub async fn commit_offsets(
         &self,
+        caller: &Caller,
         group: &str,
         request: &CommitRequest,
     ) -> Result<GroupOffsets, GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
         let group_id = GroupId::parse(group)?;
         let group = group_id.as_str();
         if request.commits.is_empty() {
             return Err(GroupOpError::Invalid("offsets must not be empty".into()));
         }
         for commit in &request.commits {
-            let topic = self.writable_topic(&commit.topic)?;
+            let topic = self.writable_topic_for(caller, Operation::Read, &commit.topic)?;
             local_partition(&topic, commit.partition)?;
         }
         let partitions: Vec<TopicPartition> = request
@@ -385,20 +413,31 @@ impl Broker {
         Ok(self.offsets.committed(group))
     }
 
-    /// A group's committed offsets.
+    /// A group's committed offsets. Needs `describe` on the group.
     ///
     /// # Errors
-    /// An unknown group.
-    pub fn group_offsets(&self, group: &str) -> Result<GroupOffsets, GroupOpError> {
+    /// Not allowed, an unknown group.
+    pub fn group_offsets(
+        &self,
+        caller: &Caller,
+        group: &str,
+    ) -> Result<GroupOffsets, GroupOpError> {
+        self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
         Ok(self.offsets.committed(group))
     }
 
-    /// Deletes every committed offset of a group without live members.
+    /// Deletes every committed offset of a group without live members. Needs `delete` on the
+    /// group.
     ///
     /// # Errors
-    /// An unknown group, live members, storage failures.
-    pub async fn delete_group_offsets(&self, group: &str) -> Result<(), GroupOpError> {
+    /// Not allowed, an unknown group, live members, storage failures.
+    pub async fn delete_group_offsets(
+        &self,
+        caller: &Caller,
+        group: &str,
+    ) -> Result<(), GroupOpError> {
+        self.authorize(caller, Operation::Delete, Resource::group(group))?;
         self.known_group(group)?;
         if self.coordinator.member_count(group) > 0 {
             return Err(GroupOpError::LiveMembers {
@@ -415,14 +454,19 @@ impl Broker {
     /// Moves a group's committed offsets (see [`ResetTo`]); only while the group has no live
     /// members, unless forced.
     ///
+    /// Needs `read` on the group and on the topic.
+    ///
     /// # Errors
-    /// A bad group id, live members, an unknown or internal topic or partition, an explicit
-    /// offset outside the log, a missing value, storage failures.
+    /// Not allowed, a bad group id, live members, an unknown or internal topic or partition, an
+    /// explicit offset outside the log, a missing value, storage failures.
     pub async fn reset_group_offsets(
         &self,
+        caller: &Caller,
         group: &str,
         request: &ResetRequest,
     ) -> Result<GroupOffsets, GroupOpError> {
+        self.authorize(caller, Operation::Read, Resource::group(group))?;
+        self.authorize(caller, Operation::Read, Resource::topic(&request.topic))?;
         let group_id = GroupId::parse(group)?;
         let group = group_id.as_str();
         if !request.force && self.coordinator.member_count(group) > 0 {
@@ -486,9 +530,17 @@ impl Broker {
     /// time. Ages are read like fetches, so a committed offset that only the bucket still
     /// holds has a real age too.
     ///
+    /// Needs `describe` on the group; partitions of topics the caller may not describe are left
+    /// out.
+    ///
     /// # Errors
-    /// An unknown group; read failures.
-    pub async fn group_lag(&self, group: &str) -> Result<Vec<PartitionLagView>, GroupOpError> {
+    /// Not allowed, an unknown group; read failures.
+    pub async fn group_lag(
+        &self,
+        caller: &Caller,
+        group: &str,
+    ) -> Result<Vec<PartitionLagView>, GroupOpError> {
+        self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
         let now = self.clock.now_ms();
         let committed = self.offsets.committed(group);
@@ -501,6 +553,9 @@ impl Broker {
         }
         let mut partitions = Vec::new();
         for (topic, partition) in wanted {
+            if !self.may(caller, Operation::Describe, &Resource::topic(&topic)) {
+                continue;
+            }
             let Some(found) = self.catalog.get(&topic) else {
                 continue;
             };
@@ -542,12 +597,13 @@ impl Broker {
         Ok(partitions)
     }
 
-    /// Every group with members or committed offsets.
-    pub fn list_groups(&self) -> Vec<GroupListing> {
+    /// Every group with members or committed offsets that `caller` may describe.
+    pub fn list_groups(&self, caller: &Caller) -> Vec<GroupListing> {
         let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
         names.extend(self.coordinator.groups());
         names
             .into_iter()
+            .filter(|group| self.may(caller, Operation::Describe, &Resource::group(group)))
             .map(|group| GroupListing {
                 description: self.coordinator.describe(&group),
                 group,
@@ -555,11 +611,17 @@ impl Broker {
             .collect()
     }
 
-    /// A group's membership; `None` for a group with only committed offsets.
+    /// A group's membership; `None` for a group with only committed offsets. Needs `describe`
+    /// on the group.
     ///
     /// # Errors
-    /// An unknown group.
-    pub fn describe_group(&self, group: &str) -> Result<Option<GroupDescription>, GroupOpError> {
+    /// Not allowed, an unknown group.
+    pub fn describe_group(
+        &self,
+        caller: &Caller,
+        group: &str,
+    ) -> Result<Option<GroupDescription>, GroupOpError> {
+        self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
         Ok(self.coordinator.describe(group))
     }

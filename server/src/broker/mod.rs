@@ -8,6 +8,7 @@
 //! domain types and per-operation errors ([`error`]); the HTTP layer turns those into DTOs and
 //! error codes.
 
+pub mod admin;
 pub mod background;
 pub mod delete_records;
 pub mod error;
@@ -30,6 +31,9 @@ use crate::groups::coordinator::Coordinator;
 use crate::groups::offsets::OffsetStore;
 use crate::log::Partition;
 use crate::producers::ProducerRegistry;
+use crate::security::authorizer::Authorizer;
+use crate::security::keys::KeyStore;
+use crate::security::{Caller, Operation, Principal, Resource};
 use crate::tiering::remote_log::TieredSegments;
 use crate::tiering::{Tiering, TieringError};
 use crate::topics::catalog::{Catalog, Topic};
@@ -52,6 +56,10 @@ pub struct Broker {
     clock: Arc<dyn Clock>,
     /// Becomes true when shutdown starts: long polls end early.
     shutdown: watch::Receiver<bool>,
+    /// Who may do what: asked at the start of every operation.
+    authorizer: Arc<Authorizer>,
+    /// The API keys callers authenticate with.
+    keys: Arc<KeyStore>,
     /// Varies the sticky partition of keyless records from one request to the next, so keyless
     /// traffic spreads over the partitions (one counter per broker, not a process global, so
     /// two servers in one process do not share it).
@@ -78,6 +86,10 @@ pub struct BrokerParts {
     pub shutdown: watch::Receiver<bool>,
     /// First value of the sticky-partition seed.
     pub sticky_seed: u64,
+    /// Access decisions.
+    pub authorizer: Arc<Authorizer>,
+    /// API keys.
+    pub keys: Arc<KeyStore>,
 }
 
 impl Broker {
@@ -93,7 +105,84 @@ impl Broker {
             clock: parts.clock,
             shutdown: parts.shutdown,
             sticky_seed: AtomicU64::new(parts.sticky_seed),
+            authorizer: parts.authorizer,
+            keys: parts.keys,
         }
+    }
+
+    /// Access decisions (the ACL admin API manages its rules).
+    pub fn authorizer(&self) -> &Arc<Authorizer> {
+        &self.authorizer
+    }
+
+    /// The principal a bearer token belongs to, `None` for an unknown or revoked token.
+    pub fn authenticate(&self, token: &str) -> Option<Principal> {
+        self.keys.authenticate(token)
+    }
+
+    /// Reads the key and ACL files again if another process changed them.
+    pub fn reload_security(&self) {
+        for (what, result) in [
+            ("API keys", self.keys.reload_if_changed()),
+            ("ACLs", self.authorizer.reload_if_changed()),
+        ] {
+            match result {
+                Ok(true) => tracing::info!("reloaded {what}"),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(%error, "cannot reload {what}; the previous ones stay in force")
+                }
+            }
+        }
+    }
+
+    /// Refuses `operation` on `resource` unless `caller` may do it. Called before the resource
+    /// is looked up, so a refused caller learns nothing about whether it exists.
+    ///
+    /// # Errors
+    /// [`LookupError::Forbidden`].
+    pub fn authorize(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        resource: Resource,
+    ) -> Result<(), LookupError> {
+        Ok(self.authorizer.check(caller, operation, resource)?)
+    }
+
+    /// Whether `caller` may do `operation` on `resource` (for listings, which leave out what the
+    /// caller may not describe instead of failing).
+    pub fn may(&self, caller: &Caller, operation: Operation, resource: &Resource) -> bool {
+        self.authorizer.allows(caller, operation, resource)
+    }
+
+    /// A topic `caller` may do `operation` on.
+    ///
+    /// # Errors
+    /// [`LookupError::Forbidden`] or [`LookupError::TopicNotFound`].
+    pub fn topic_for(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        name: &str,
+    ) -> Result<Arc<Topic>, LookupError> {
+        self.authorize(caller, operation, Resource::topic(name))?;
+        self.topic(name)
+    }
+
+    /// A topic clients may change that `caller` may do `operation` on.
+    ///
+    /// # Errors
+    /// [`LookupError::Forbidden`], [`LookupError::TopicNotFound`] or
+    /// [`LookupError::InternalTopic`].
+    pub fn writable_topic_for(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        name: &str,
+    ) -> Result<WritableTopic, LookupError> {
+        self.authorize(caller, operation, Resource::topic(name))?;
+        self.writable_topic(name)
     }
 
     /// The topic catalog (background tasks and topic listings read it).
@@ -138,7 +227,7 @@ impl Broker {
     ///
     /// # Errors
     /// [`LookupError::TopicNotFound`].
-    pub fn topic(&self, name: &str) -> Result<Arc<Topic>, LookupError> {
+    pub(crate) fn topic(&self, name: &str) -> Result<Arc<Topic>, LookupError> {
         self.catalog
             .get(name)
             .ok_or_else(|| LookupError::TopicNotFound {
@@ -150,7 +239,7 @@ impl Broker {
     ///
     /// # Errors
     /// [`LookupError::TopicNotFound`] or [`LookupError::InternalTopic`].
-    pub fn writable_topic(&self, name: &str) -> Result<WritableTopic, LookupError> {
+    pub(crate) fn writable_topic(&self, name: &str) -> Result<WritableTopic, LookupError> {
         let topic = self.topic(name)?;
         if topic.is_internal() {
             return Err(LookupError::InternalTopic {

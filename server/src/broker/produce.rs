@@ -13,12 +13,13 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::error::ProduceError;
+use super::error::{LookupError, ProduceError};
 use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
 use crate::log::batch::{BatchHeader, BatchOptions, Compression, TimestampType};
 use crate::log::{Acks, BatchAck, NewRecord, RecordBatch, RecordHeader};
+use crate::security::{Caller, Operation};
 use crate::topics::catalog::Topic;
 use crate::topics::config::{CompressionType, MessageTimestampType, TopicConfig};
 use crate::topics::partitioner::{StickyPartitioner, partition_for_key};
@@ -93,6 +94,18 @@ pub struct Produced {
 }
 
 impl Broker {
+    /// A topic `caller` may produce to: `write` on it, and not internal.
+    ///
+    /// # Errors
+    /// Not allowed, no such topic, or an internal topic.
+    pub fn producible_topic(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<WritableTopic, LookupError> {
+        self.writable_topic_for(caller, Operation::Write, name)
+    }
+
     /// Appends decoded records, one batch per partition.
     ///
     /// # Errors

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use serde_json::Value;
 use strata_tiering::chunk_cache::CacheStats;
 
+use super::error::LookupError;
 use super::error::TopicError;
 use super::{Broker, local_partition};
 use crate::names::TopicName;
+use crate::security::{Caller, Operation, Resource};
 use crate::topics::catalog::{CatalogError, Topic};
 
 /// Where a segment's records are.
@@ -52,56 +54,75 @@ pub struct SegmentsView {
 }
 
 impl Broker {
-    /// Every topic, internal ones included.
-    pub fn list_topics(&self) -> Vec<Arc<Topic>> {
-        self.catalog.list()
+    /// Every topic `caller` may describe, internal ones included.
+    pub fn list_topics(&self, caller: &Caller) -> Vec<Arc<Topic>> {
+        self.catalog
+            .list()
+            .into_iter()
+            .filter(|t| self.may(caller, Operation::Describe, &Resource::topic(t.name())))
+            .collect()
     }
 
-    /// Creates a topic.
+    /// A topic's description. Needs `describe` on the topic.
     ///
     /// # Errors
-    /// Invalid name, count or settings; an existing topic; storage failures.
+    /// Not allowed, or no such topic.
+    pub fn describe_topic(&self, caller: &Caller, name: &str) -> Result<Arc<Topic>, LookupError> {
+        self.topic_for(caller, Operation::Describe, name)
+    }
+
+    /// Creates a topic. Needs `create` on the topic.
+    ///
+    /// # Errors
+    /// Not allowed; invalid name, count or settings; an existing topic; storage failures.
     pub async fn create_topic(
         &self,
+        caller: &Caller,
         name: &str,
         partitions: u32,
         configs: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.authorize(caller, Operation::Create, Resource::topic(name))?;
         let name = TopicName::parse(name).map_err(CatalogError::from)?;
         self.refuse_lock_without_worm(configs)?;
         Ok(self.catalog.create(&name, partitions, configs).await?)
     }
 
-    /// Changes a topic's settings.
+    /// Changes a topic's settings. Needs `alter` on the topic.
     ///
     /// # Errors
-    /// Unknown or internal topic, invalid settings, storage failures.
+    /// Not allowed, unknown or internal topic, invalid settings, storage failures.
     pub async fn update_topic_configs(
         &self,
+        caller: &Caller,
         name: &str,
         configs: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.authorize(caller, Operation::Alter, Resource::topic(name))?;
         self.refuse_lock_without_worm(configs)?;
         Ok(self.catalog.update_configs(name, configs).await?)
     }
 
-    /// Grows a topic to `partitions` partitions.
+    /// Grows a topic to `partitions` partitions. Needs `alter` on the topic.
     ///
     /// # Errors
-    /// Unknown or internal topic, a count that does not grow or exceeds the limit.
+    /// Not allowed, unknown or internal topic, a count that does not grow or exceeds the limit.
     pub async fn add_partitions(
         &self,
+        caller: &Caller,
         name: &str,
         partitions: u32,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.authorize(caller, Operation::Alter, Resource::topic(name))?;
         Ok(self.catalog.add_partitions(name, partitions).await?)
     }
 
-    /// Deletes a topic, locally and in the bucket.
+    /// Deletes a topic, locally and in the bucket. Needs `delete` on the topic.
     ///
     /// # Errors
-    /// Unknown or internal topic, storage failures.
-    pub async fn delete_topic(&self, name: &str) -> Result<(), TopicError> {
+    /// Not allowed, unknown or internal topic, storage failures.
+    pub async fn delete_topic(&self, caller: &Caller, name: &str) -> Result<(), TopicError> {
+        self.authorize(caller, Operation::Delete, Resource::topic(name))?;
         self.catalog.delete(name).await?;
         // The bucket may hold the topic even if tiering is off now: never let a restore
         // revive it.
@@ -109,12 +130,17 @@ impl Broker {
         Ok(())
     }
 
-    /// Where each segment of a partition lives, oldest first.
+    /// Where each segment of a partition lives, oldest first. Needs `describe` on the topic.
     ///
     /// # Errors
-    /// Unknown topic or partition; an unloadable manifest.
-    pub async fn segments(&self, topic: &str, partition: u32) -> Result<SegmentsView, TopicError> {
-        let topic = self.topic(topic)?;
+    /// Not allowed, unknown topic or partition; an unloadable manifest.
+    pub async fn segments(
+        &self,
+        caller: &Caller,
+        topic: &str,
+        partition: u32,
+    ) -> Result<SegmentsView, TopicError> {
+        let topic = self.topic_for(caller, Operation::Describe, topic)?;
         let log = local_partition(&topic, partition)?;
         let local = log.segments();
         let log_end = log.offsets().log_end_offset;

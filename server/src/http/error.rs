@@ -105,6 +105,13 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from(seconds),
             );
         }
+        // RFC 6750: a 401 names the scheme that would be accepted.
+        if code == ErrorCode::Unauthenticated {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"strata\""),
+            );
+        }
         response
     }
 }
@@ -236,6 +243,7 @@ impl From<LookupError> for ApiError {
             LookupError::TopicNotFound { .. } => ErrorCode::TopicNotFound,
             LookupError::PartitionNotFound { .. } => ErrorCode::PartitionNotFound,
             LookupError::InternalTopic { .. } => ErrorCode::InternalTopic,
+            LookupError::Forbidden(_) => ErrorCode::Forbidden,
         };
         ApiError::new(code, error.to_string())
     }
@@ -387,3 +395,22 @@ impl From<ProducerRegistryError> for ApiError {
 #[cfg(test)]
 #[path = "error_tests.rs"]
 mod tests;
+
+impl From<crate::broker::admin::AdminError> for ApiError {
+    fn from(error: crate::broker::admin::AdminError) -> Self {
+        use crate::broker::admin::AdminError;
+        let code = match &error {
+            AdminError::Forbidden(lookup) => return lookup.clone().into(),
+            AdminError::Invalid(_) => ErrorCode::Invalid,
+            AdminError::KeyNotFound(_) => ErrorCode::KeyNotFound,
+            AdminError::Storage(storage) => {
+                tracing::error!(error = %storage, "security file write failed");
+                return ApiError::new(
+                    ErrorCode::StorageUnavailable,
+                    "the key or ACL file could not be written; nothing changed, retry later",
+                );
+            }
+        };
+        ApiError::new(code, error.to_string())
+    }
+}

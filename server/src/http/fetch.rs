@@ -30,6 +30,7 @@ use super::paths;
 use super::produce::RECORD_BATCHES;
 use crate::broker::fetch::{FetchStart, ReadRequest, RecordsRead, read_records};
 use crate::broker::reader::PartitionReader;
+use crate::security::Caller;
 
 const NDJSON: &str = "application/x-ndjson";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -61,6 +62,8 @@ pub enum Format {
 /// `server_error` (an `ErrorBody`; the stream closes, and a reconnect gets the error's status,
 /// so a browser's EventSource stops instead of looping). Server errors are not named `error`,
 /// which browsers use for their own connection failures.
+///
+/// Needs `read` on the topic.
 #[utoipa::path(get, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), FetchQuery,
@@ -88,13 +91,14 @@ pub enum Format {
     ))]
 pub async fn fetch(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<FetchQuery>,
     Accepted(format): Accepted<Format>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let broker = &state.broker;
-    let (topic, reader) = broker.open_reader(&topic, partition).await?;
+    let (topic, reader) = broker.open_for_fetch(&caller, &topic, partition).await?;
     let start = FetchStart::new(query.offset, query.timestamp)?;
     let resume = headers
         .get("last-event-id")

@@ -30,6 +30,7 @@ use crate::broker::groups::{
 use crate::groups::assignment::{AssignmentStrategy, TopicPartition};
 use crate::groups::coordinator::{AutoOffsetReset, JoinRequest, MemberView};
 use crate::groups::offsets::Commit;
+use crate::security::Caller;
 
 fn refs(partitions: &[TopicPartition]) -> Vec<TopicPartitionRef> {
     partitions
@@ -55,6 +56,8 @@ fn member_assignment(view: MemberView) -> MemberAssignment {
 /// Starts a rebalance: the answer holds the new generation and the partitions this member owns
 /// right away (partitions still held by other members follow once they acknowledge, so
 /// heartbeat while `rebalancing` is true).
+///
+/// Needs `read` on the group and on every topic subscribed to.
 #[utoipa::path(post, path = paths::GROUP_MEMBERS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = JoinGroupRequest,
@@ -69,6 +72,7 @@ fn member_assignment(view: MemberView) -> MemberAssignment {
     ))]
 pub async fn join(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<JoinGroupRequest>,
 ) -> Result<Json<MemberAssignment>, ApiError> {
@@ -89,7 +93,7 @@ pub async fn join(
         instance_id: request.instance_id,
     };
     Ok(Json(member_assignment(
-        state.broker.join_group(&group, &join)?,
+        state.broker.join_group(&caller, &group, &join)?,
     )))
 }
 
@@ -97,6 +101,8 @@ pub async fn join(
 ///
 /// Sending the current generation acknowledges it, which releases partitions this member no
 /// longer owns to their new owners.
+///
+/// Needs `read` on the group.
 #[utoipa::path(post, path = paths::MEMBER_HEARTBEAT, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     request_body = HeartbeatRequest,
@@ -110,16 +116,19 @@ pub async fn join(
     ))]
 pub async fn heartbeat(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<MemberAssignment>, ApiError> {
     let view = state
         .broker
-        .heartbeat(&group, &member, request.generation)?;
+        .heartbeat(&caller, &group, &member, request.generation)?;
     Ok(Json(member_assignment(view)))
 }
 
 /// Leave the group now (its partitions move without waiting for the session timeout).
+///
+/// Needs `read` on the group.
 #[utoipa::path(delete, path = paths::GROUP_MEMBER, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id")),
     responses(
@@ -128,9 +137,10 @@ pub async fn heartbeat(
     ))]
 pub async fn leave(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    state.broker.leave_group(&group, &member)?;
+    state.broker.leave_group(&caller, &group, &member)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -146,6 +156,8 @@ pub async fn leave(
 /// to. Browser flow after `rebalance`: close the EventSource (its reconnect would carry the old
 /// generation and get 409), heartbeat until `rebalancing` is false, then open a new EventSource
 /// with the new generation.
+///
+/// Needs `read` on the group and on every assigned topic.
 #[utoipa::path(get, path = paths::MEMBER_RECORDS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), ("member" = String, Path, description = "Member id"), MemberFetchQuery),
     responses(
@@ -157,6 +169,7 @@ pub async fn leave(
     ))]
 pub async fn member_fetch(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<MemberFetchQuery>,
     Accepted(format): Accepted<MemberFormat>,
@@ -166,7 +179,7 @@ pub async fn member_fetch(
     // Check membership and generation before answering, also for SSE.
     let grant = state
         .broker
-        .poll_member(&group, &member, query.generation)?;
+        .poll_member(&caller, &group, &member, query.generation)?;
     if query.commit {
         state
             .broker
@@ -185,12 +198,12 @@ pub async fn member_fetch(
             })?;
             state.broker.advance_member(&group, &member, &positions);
         }
-        return Ok(member_stream(state, group, member, query).into_response());
+        return Ok(member_stream(state, caller, group, member, query).into_response());
     }
     let bounds = member_bounds(&state, &query, None);
     let read = state
         .broker
-        .read_for_member(&group, &member, grant, bounds)
+        .read_for_member(&caller, &group, &member, grant, bounds)
         .await?;
     Ok(Json(member_response(read, &query)).into_response())
 }
@@ -290,6 +303,7 @@ fn decode_positions(id: &str) -> Option<BTreeMap<TopicPartition, u64>> {
 /// reconnect with `Last-Event-ID` in the same generation resumes exactly.
 fn member_stream(
     state: AppState,
+    caller: Caller,
     group: String,
     member: String,
     query: MemberFetchQuery,
@@ -305,7 +319,7 @@ fn member_stream(
                 }
                 break;
             }
-            let grant = match state.broker.poll_member(&group, &member, query.generation) {
+            let grant = match state.broker.poll_member(&caller, &group, &member, query.generation) {
                 Ok(grant) => grant,
                 Err(error) => {
                     let message = error.to_string();
@@ -317,7 +331,7 @@ fn member_stream(
                 }
             };
             let bounds = member_bounds(&state, &query, Some(Duration::from_millis(1000)));
-            match state.broker.read_for_member(&group, &member, grant, bounds).await {
+            match state.broker.read_for_member(&caller, &group, &member, grant, bounds).await {
                 Ok(read) if read.records.is_empty() => continue,
                 Ok(read) => {
                     let response = member_response(read, &query);
@@ -346,6 +360,8 @@ fn member_stream(
 /// While the group has members, a commit must come from a current member (`member_id` and
 /// `generation`) that owns every partition in it; a zombie's commit gets 409 and changes nothing.
 /// Acknowledged after the commit is durable.
+///
+/// Needs `read` on the group and on every topic committed to.
 #[utoipa::path(post, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = CommitOffsetsRequest,
@@ -360,6 +376,7 @@ fn member_stream(
     ))]
 pub async fn commit(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<CommitOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
@@ -384,7 +401,10 @@ pub async fn commit(
         })
         .collect();
     let request = CommitRequest { member, commits };
-    let offsets = state.broker.commit_offsets(&group, &request).await?;
+    let offsets = state
+        .broker
+        .commit_offsets(&caller, &group, &request)
+        .await?;
     Ok(Json(group_offsets(group, offsets)))
 }
 
@@ -403,6 +423,8 @@ fn group_offsets(group: String, offsets: crate::groups::offsets::GroupOffsets) -
 }
 
 /// A group's committed offsets.
+///
+/// Needs `describe` on the group.
 #[utoipa::path(get, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
@@ -411,13 +433,16 @@ fn group_offsets(group: String, offsets: crate::groups::offsets::GroupOffsets) -
     ))]
 pub async fn get_offsets(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
-    let offsets = state.broker.group_offsets(&group)?;
+    let offsets = state.broker.group_offsets(&caller, &group)?;
     Ok(Json(group_offsets(group, offsets)))
 }
 
 /// Delete every committed offset of a group that has no live members.
+///
+/// Needs `delete` on the group.
 #[utoipa::path(delete, path = paths::GROUP_OFFSETS, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
@@ -427,14 +452,17 @@ pub async fn get_offsets(
     ))]
 pub async fn delete_offsets(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.broker.delete_group_offsets(&group).await?;
+    state.broker.delete_group_offsets(&caller, &group).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Move a group's committed offsets: to the earliest or latest offset, a timestamp, an exact
 /// offset, or shifted by N. Only while the group has no live members, unless `force`.
+///
+/// Needs `read` on the group and on the topic.
 #[utoipa::path(post, path = paths::GROUP_OFFSETS_RESET, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     request_body = ResetOffsetsRequest,
@@ -450,6 +478,7 @@ pub async fn delete_offsets(
     ))]
 pub async fn reset_offsets(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<ResetOffsetsRequest>,
 ) -> Result<Json<GroupOffsets>, ApiError> {
@@ -466,7 +495,10 @@ pub async fn reset_offsets(
         to,
         force: request.force,
     };
-    let offsets = state.broker.reset_group_offsets(&group, &reset).await?;
+    let offsets = state
+        .broker
+        .reset_group_offsets(&caller, &group, &reset)
+        .await?;
     Ok(Json(group_offsets(group, offsets)))
 }
 
@@ -476,6 +508,8 @@ pub async fn reset_offsets(
 /// A partition without a commit counts from where a member would start reading (its
 /// `auto_offset_reset`); `basis` says which. Ages are read like fetches, so a committed offset
 /// that only tiered storage still holds has a real age too.
+///
+/// Needs `describe` on the group; partitions of topics the caller may not describe are left out.
 #[utoipa::path(get, path = paths::GROUP_LAG, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
@@ -485,11 +519,12 @@ pub async fn reset_offsets(
     ))]
 pub async fn lag(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupLag>, ApiError> {
     let partitions: Vec<PartitionLag> = state
         .broker
-        .group_lag(&group)
+        .group_lag(&caller, &group)
         .await?
         .into_iter()
         .map(|lag| PartitionLag {
@@ -518,12 +553,14 @@ pub async fn lag(
 }
 
 /// All groups (with members or committed offsets).
+///
+/// Needs nothing: lists only the groups the caller may describe.
 #[utoipa::path(get, path = paths::GROUPS, tag = "groups",
     responses((status = 200, description = "Groups", body = GroupList)))]
-pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
+pub async fn list_groups(State(state): State<AppState>, caller: Caller) -> Json<GroupList> {
     let groups = state
         .broker
-        .list_groups()
+        .list_groups(&caller)
         .into_iter()
         .map(|listing| GroupSummary {
             state: listing
@@ -541,6 +578,8 @@ pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
 }
 
 /// Describe a group: state, generation, members with their assignments, recent evictions.
+///
+/// Needs `describe` on the group.
 #[utoipa::path(get, path = paths::GROUP, tag = "groups",
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
     responses(
@@ -549,9 +588,10 @@ pub async fn list_groups(State(state): State<AppState>) -> Json<GroupList> {
     ))]
 pub async fn describe_group(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Json<GroupDescription>, ApiError> {
-    let Some(description) = state.broker.describe_group(&group)? else {
+    let Some(description) = state.broker.describe_group(&caller, &group)? else {
         return Ok(Json(GroupDescription {
             group,
             state: "empty".into(),

@@ -8,6 +8,8 @@
 //! leaves as our JSON error body.
 
 pub mod accept;
+pub mod admin;
+pub mod auth;
 pub mod codec;
 pub mod error;
 pub mod extract;
@@ -136,6 +138,17 @@ pub fn router(state: AppState) -> Router {
         )
         .route(paths::GROUP_OFFSETS_RESET, post(groups::reset_offsets))
         .route(paths::GROUP_LAG, get(groups::lag))
+        .route(
+            paths::AUTH_KEYS,
+            post(admin::create_key).get(admin::list_keys),
+        )
+        .route(paths::AUTH_KEY, delete(admin::revoke_key))
+        .route(
+            paths::ACLS,
+            get(admin::list_acls)
+                .post(admin::add_acl)
+                .delete(admin::delete_acl),
+        )
         .merge(openapi::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -12,12 +12,15 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::paths;
+use crate::security::Caller;
 
 /// Offsets of a partition.
 ///
 /// Without `timestamp`: `earliest` (log start), `latest` (the high watermark: the next offset to
 /// be readable) and `log_end`. With `timestamp=T`: the first offset whose record timestamp is
 /// `>= T`, or `null` when every record is older.
+///
+/// Needs `describe` on the topic.
 #[utoipa::path(get, path = paths::PARTITION_OFFSETS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), OffsetsQuery),
@@ -31,13 +34,14 @@ use super::paths;
     ))]
 pub async fn offsets(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<OffsetsQuery>,
 ) -> Result<Json<OffsetsResponse>, ApiError> {
     if let Some(timestamp) = query.timestamp {
         let found = state
             .broker
-            .offset_for_timestamp(&topic, partition, timestamp)
+            .offset_for_timestamp(&caller, &topic, partition, timestamp)
             .await?;
         return Ok(Json(OffsetsResponse::Timestamp(TimestampOffset {
             timestamp,
@@ -45,7 +49,10 @@ pub async fn offsets(
             record_timestamp: found.record_timestamp,
         })));
     }
-    let view = state.broker.partition_offsets(&topic, partition).await?;
+    let view = state
+        .broker
+        .partition_offsets(&caller, &topic, partition)
+        .await?;
     Ok(Json(OffsetsResponse::Offsets(PartitionOffsets {
         earliest: view.offsets.log_start_offset,
         latest: view.offsets.high_watermark,
@@ -58,6 +65,8 @@ pub async fn offsets(
 /// Delete every record of a partition below an offset (Kafka's DeleteRecords), for example to
 /// erase history on request. The log start offset moves there durably; fetches below it get 416
 /// with the new earliest offset. Readers in the middle of a fetch finish it.
+///
+/// Needs `delete` on the topic.
 #[utoipa::path(post, path = paths::DELETE_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number")),
@@ -75,12 +84,13 @@ pub async fn offsets(
     ))]
 pub async fn delete_records(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiJson(request): ApiJson<DeleteRecordsRequest>,
 ) -> Result<Json<DeleteRecordsResponse>, ApiError> {
     let log_start_offset = state
         .broker
-        .delete_records(&topic, partition, request.offset)
+        .delete_records(&caller, &topic, partition, request.offset)
         .await?;
     Ok(Json(DeleteRecordsResponse { log_start_offset }))
 }

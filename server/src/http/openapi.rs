@@ -45,6 +45,12 @@ use super::AppState;
         super::groups::delete_offsets,
         super::groups::reset_offsets,
         super::groups::lag,
+        super::admin::create_key,
+        super::admin::list_keys,
+        super::admin::revoke_key,
+        super::admin::list_acls,
+        super::admin::add_acl,
+        super::admin::delete_acl,
     ),
     components(schemas(
         strata_openapi::ConfigValue,
@@ -60,6 +66,7 @@ use super::AppState;
         (name = "groups", description = "Consumer groups: membership, reading as a member, committed offsets, lag"),
         (name = "producers", description = "Identities for idempotent produce"),
         (name = "health", description = "Liveness and readiness"),
+        (name = "security", description = "API keys and access control lists (admin only)"),
     )
 )]
 pub struct ApiDoc;
@@ -86,6 +93,7 @@ pub fn document() -> serde_json::Value {
         }
     }
     declare_unsigned_bounds(&mut value);
+    declare_security(&mut value);
     // A commit from a member names both; one without the other is refused.
     if let Some(commit) = value
         .pointer_mut("/components/schemas/CommitOffsetsRequest")
@@ -100,6 +108,77 @@ pub fn document() -> serde_json::Value {
         );
     }
     value
+}
+
+/// Bearer API keys: the scheme, a requirement that is optional (`{}`) because a server with
+/// `auth_mode = none` needs none, and on every `/v1` operation the 401 and 403 answers.
+fn declare_security(value: &mut serde_json::Value) {
+    if let Some(components) = value
+        .pointer_mut("/components")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        components.insert(
+            "securitySchemes".into(),
+            serde_json::json!({"bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key made by `strata auth create-key` or `POST /v1/auth/keys`; \
+                    required when the server runs with `auth_mode = api_key`."
+            }}),
+        );
+    }
+    if let Some(root) = value.as_object_mut() {
+        root.insert(
+            "security".into(),
+            serde_json::json!([{"bearerAuth": []}, {}]),
+        );
+    }
+    let Some(paths) = value
+        .pointer_mut("/paths")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    let error = serde_json::json!({"$ref": "#/components/schemas/ErrorBody"});
+    for (path, item) in paths.iter_mut() {
+        let public = !path.starts_with("/v1/");
+        for operation in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            let Some(operation) = operation.as_object_mut() else {
+                continue;
+            };
+            if public {
+                operation.insert("security".into(), serde_json::json!([{}]));
+                continue;
+            }
+            let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            for (status, description) in [
+                (
+                    "401",
+                    "No valid API key (`unauthenticated`); only with `auth_mode = api_key`",
+                ),
+                (
+                    "403",
+                    "The caller may not do this (`forbidden`); the message names the operation and resource",
+                ),
+            ] {
+                responses.entry(status).or_insert_with(|| {
+                    serde_json::json!({
+                        "description": description,
+                        "content": {"application/json": {"schema": error.clone()}}
+                    })
+                });
+            }
+        }
+    }
 }
 
 /// utoipa declares `u32` as `int32` with minimum 0, but the server takes every `u32`: declare

@@ -43,3 +43,6 @@ pub const GROUP_OFFSETS: &str = "/v1/groups/{group}/offsets";
 pub const GROUP_OFFSETS_RESET: &str = "/v1/groups/{group}/offsets/reset";
 /// A group's lag.
 pub const GROUP_LAG: &str = "/v1/groups/{group}/lag";
+pub const AUTH_KEYS: &str = "/v1/auth/keys";
+pub const AUTH_KEY: &str = "/v1/auth/keys/{id}";
+pub const ACLS: &str = "/v1/acls";

@@ -22,6 +22,7 @@ use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery};
 use super::paths;
 use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
+use crate::security::Caller;
 
 /// Media type of raw Kafka RecordBatch v2 bytes, as stored.
 pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
@@ -35,6 +36,8 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
 /// tombstone on compacted topics). The response lists partition, offset and timestamp for every
 /// record, in request order. With `acks=all` (default) the answer comes after the records are
 /// fsynced; with `acks=leader` after they reached the page cache.
+///
+/// Needs `write` on the topic.
 #[utoipa::path(post, path = paths::TOPIC_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"), ProduceQuery),
     request_body = ProduceRequest,
@@ -50,11 +53,12 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
     ))]
 pub async fn produce_to_topic(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<ProduceQuery>,
     ApiJson(request): ApiJson<ProduceRequest>,
 ) -> Result<Json<ProduceResponse>, ApiError> {
-    let topic = state.broker.writable_topic(&topic)?;
+    let topic = state.broker.producible_topic(&caller, &topic)?;
     let records = decode_records(&query, request)?;
     let produced = state
         .broker
@@ -71,6 +75,8 @@ pub async fn produce_to_topic(
 /// sequence in a batch header make it idempotent. `expected_offset` (query parameter for raw
 /// bytes, body field for JSON) makes the append conditional: it happens only if the partition's
 /// log end offset equals it, else 412 `offset_mismatch` with the actual log end.
+///
+/// Needs `write` on the topic.
 #[utoipa::path(post, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"),
@@ -92,12 +98,13 @@ pub async fn produce_to_topic(
     ))]
 pub async fn produce_to_partition(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<PartitionProduceQuery>,
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
 ) -> Result<Json<ProduceResponse>, ApiError> {
-    let topic = state.broker.writable_topic(&topic)?;
+    let topic = state.broker.producible_topic(&caller, &topic)?;
     crate::broker::local_partition(topic.topic(), partition)?;
     let content_type = headers
         .get(CONTENT_TYPE)

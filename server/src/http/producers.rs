@@ -8,12 +8,15 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::ApiJson;
 use super::paths;
+use crate::security::Caller;
 
 /// Get a producer id and epoch for idempotent produce.
 ///
 /// Without `producer_id`: a new id at epoch 0. With the id of an earlier session: the same id
 /// with the next epoch; writes still carrying the old epoch are then refused with
 /// `producer_fenced`. Sequence numbers start at 0 per partition for every epoch.
+///
+/// Needs an authenticated caller, no ACL: the id grants nothing by itself.
 #[utoipa::path(post, path = paths::PRODUCERS, tag = "producers", request_body = InitProducerRequest,
     responses(
         (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
@@ -26,6 +29,9 @@ use super::paths;
     ))]
 pub async fn init_producer(
     State(state): State<AppState>,
+    // Any authenticated caller may get an id: it grants nothing, and every produce that
+    // carries it is checked for `write` on its topic.
+    _caller: Caller,
     ApiJson(request): ApiJson<InitProducerRequest>,
 ) -> Result<Json<ProducerIdentity>, ApiError> {
     let (producer_id, producer_epoch) = state.broker.init_producer(request.producer_id).await?;

@@ -16,6 +16,7 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::paths;
 use crate::broker::topics::SegmentPlace;
+use crate::security::Caller;
 use crate::topics::catalog::Topic;
 
 /// Create a topic.
@@ -23,6 +24,8 @@ use crate::topics::catalog::Topic;
 /// Names are 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`; names starting with `__`
 /// are reserved. `configs` takes Kafka's topic settings with underscores (`retention_ms`,
 /// `cleanup_policy`, ...); unknown keys are rejected.
+///
+/// Needs `create` on the topic.
 #[utoipa::path(post, path = paths::TOPICS, tag = "topics", request_body = CreateTopicRequest,
     responses(
         (status = 201, description = "Created", body = TopicDescription),
@@ -35,23 +38,24 @@ use crate::topics::catalog::Topic;
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
+    caller: Caller,
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
     let partitions = request.partitions.unwrap_or(1);
     let topic = state
         .broker
-        .create_topic(&request.name, partitions, &request.configs)
+        .create_topic(&caller, &request.name, partitions, &request.configs)
         .await?;
     Ok((StatusCode::CREATED, Json(describe(&topic))))
 }
 
-/// List topics.
+/// List topics: those the caller may describe.
 #[utoipa::path(get, path = paths::TOPICS, tag = "topics",
     responses((status = 200, description = "All topics", body = TopicList)))]
-pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
+pub async fn list_topics(State(state): State<AppState>, caller: Caller) -> Json<TopicList> {
     let topics = state
         .broker
-        .list_topics()
+        .list_topics(&caller)
         .iter()
         .map(|t| TopicSummary {
             name: t.name().to_string(),
@@ -63,6 +67,8 @@ pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
 }
 
 /// Describe a topic: settings and, per partition, offsets, size and segment count.
+///
+/// Needs `describe` on the topic.
 #[utoipa::path(get, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
@@ -71,12 +77,17 @@ pub async fn list_topics(State(state): State<AppState>) -> Json<TopicList> {
     ))]
 pub async fn describe_topic(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<TopicDescription>, ApiError> {
-    Ok(Json(describe(&state.broker.topic(&topic)?)))
+    Ok(Json(describe(
+        &state.broker.describe_topic(&caller, &topic)?,
+    )))
 }
 
 /// Change topic settings. Only the keys given change; `null` resets a key to its default.
+///
+/// Needs `alter` on the topic.
 #[utoipa::path(patch, path = paths::TOPIC_CONFIGS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = UpdateTopicConfigsRequest,
@@ -92,12 +103,13 @@ pub async fn describe_topic(
     ))]
 pub async fn update_configs(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<UpdateTopicConfigsRequest>,
 ) -> Result<Json<TopicDescription>, ApiError> {
     let topic = state
         .broker
-        .update_topic_configs(&topic, &request.configs)
+        .update_topic_configs(&caller, &topic, &request.configs)
         .await?;
     Ok(Json(describe(&topic)))
 }
@@ -106,6 +118,8 @@ pub async fn update_configs(
 ///
 /// Keys hash to partitions modulo the count, so after growing, a key's new records may go to
 /// another partition than its old ones: per-key order holds only within each partition.
+///
+/// Needs `alter` on the topic.
 #[utoipa::path(post, path = paths::PARTITIONS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     request_body = AddPartitionsRequest,
@@ -121,12 +135,13 @@ pub async fn update_configs(
     ))]
 pub async fn add_partitions(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<AddPartitionsRequest>,
 ) -> Result<Json<AddPartitionsResponse>, ApiError> {
     let topic = state
         .broker
-        .add_partitions(&topic, request.partitions)
+        .add_partitions(&caller, &topic, request.partitions)
         .await?;
     let warning = "keys are assigned to partitions by hash modulo the partition count: records \
                    with an existing key may now go to a different partition than before"
@@ -138,6 +153,8 @@ pub async fn add_partitions(
 }
 
 /// Delete a topic and all its data. Readers in the middle of a fetch finish it.
+///
+/// Needs `delete` on the topic.
 #[utoipa::path(delete, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
@@ -148,14 +165,17 @@ pub async fn add_partitions(
     ))]
 pub async fn delete_topic(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.broker.delete_topic(&topic).await?;
+    state.broker.delete_topic(&caller, &topic).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The segments of a partition and where each lives: on the local disk, in the bucket, or
 /// both (tiered topics), with the cold-read cache statistics.
+///
+/// Needs `describe` on the topic.
 #[utoipa::path(get, path = paths::PARTITION_SEGMENTS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number")),
@@ -167,9 +187,10 @@ pub async fn delete_topic(
     ))]
 pub async fn list_segments(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
 ) -> Result<Json<SegmentList>, ApiError> {
-    let view = state.broker.segments(&topic, partition).await?;
+    let view = state.broker.segments(&caller, &topic, partition).await?;
     let segments = view
         .segments
         .into_iter()
