@@ -50,7 +50,9 @@ use utoipa::ToSchema;
 /// - `partition_not_found` (404): the topic has no such partition.
 /// - `producer_not_found` (404): no producer id like this was issued by this server.
 /// - `producer_fenced` (409): a newer epoch of this producer id exists; this session is stale.
+/// - `quota_exceeded` (429, retryable): the caller used up its quota; retry after `Retry-After` seconds. Nothing of the request took effect.
 /// - `record_too_large` (413): one record exceeds the topic's `max_message_bytes`.
+/// - `request_timeout` (408, retryable): the request body did not arrive within the server's time limit.
 /// - `request_too_large` (413): the request body exceeds the server's limit.
 /// - `sequence_gap` (409): the producer sequence is not the next one expected for the partition.
 /// - `stale_generation` (409): the request carries an old group generation.
@@ -137,8 +139,14 @@ pub enum ErrorCode {
     ProducerFenced,
     /// `POST /v1/producers` named a producer id this server never issued.
     ProducerNotFound,
+    /// The caller used up its quota of requests or bytes per second. Nothing of the request
+    /// took effect; retry after the `Retry-After` header's delay.
+    QuotaExceeded,
     /// One record exceeds the topic's `max_message_bytes`.
     RecordTooLarge,
+    /// The request body did not arrive whole within the server's time limit
+    /// (`request_body_timeout_ms`); nothing of the request took effect.
+    RequestTimeout,
     /// The request body exceeds the server's request size limit.
     RequestTooLarge,
     /// The producer sequence for a partition is not the next one the server expects: records
@@ -207,7 +215,9 @@ impl ErrorCode {
         ErrorCode::PartitionNotFound,
         ErrorCode::ProducerFenced,
         ErrorCode::ProducerNotFound,
+        ErrorCode::QuotaExceeded,
         ErrorCode::RecordTooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::RequestTooLarge,
         ErrorCode::SequenceGap,
         ErrorCode::StaleGeneration,
@@ -241,6 +251,7 @@ impl ErrorCode {
             | ErrorCode::TopicNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotAcceptable => 406,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict
             | ErrorCode::InternalTopic
             | ErrorCode::NoValidOffset
@@ -254,6 +265,7 @@ impl ErrorCode {
             ErrorCode::RecordTooLarge | ErrorCode::RequestTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::OffsetOutOfRange => 416,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::Invalid
             | ErrorCode::InvalidConfig
             | ErrorCode::InvalidProducer
@@ -276,6 +288,8 @@ impl ErrorCode {
         match self {
             ErrorCode::Busy
             | ErrorCode::DiskFull
+            | ErrorCode::QuotaExceeded
+            | ErrorCode::RequestTimeout
             | ErrorCode::StorageUnavailable
             | ErrorCode::Timeout
             | ErrorCode::TooManyOpenFiles
@@ -352,7 +366,9 @@ impl ErrorCode {
             ErrorCode::PartitionNotFound => "partition_not_found",
             ErrorCode::ProducerFenced => "producer_fenced",
             ErrorCode::ProducerNotFound => "producer_not_found",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::RecordTooLarge => "record_too_large",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::RequestTooLarge => "request_too_large",
             ErrorCode::SequenceGap => "sequence_gap",
             ErrorCode::StaleGeneration => "stale_generation",

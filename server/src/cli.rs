@@ -215,14 +215,19 @@ fn serve(args: &ConfigArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let address = listener.local_addr()?;
         let data_dir = config.data_dir.display().to_string();
+        let scheme = if config.tls_cert_file.is_empty() {
+            "http"
+        } else {
+            "https"
+        };
         use std::io::Write;
         // The port answers /healthz and /readyz from here on; the API once recovery is done.
-        println!("strata bound http://{address}: recovering (data in {data_dir})");
+        println!("strata bound {scheme}://{address}: recovering (data in {data_dir})");
         std::io::stdout().flush()?;
         let mut hooks = crate::server::StartHooks::new();
         hooks.on_ready = Some(Box::new(move |address| {
             // The harness and operators read this line to learn the bound port.
-            println!("strata listening on http://{address} (data in {data_dir})");
+            println!("strata listening on {scheme}://{address} (data in {data_dir})");
             let _ = std::io::stdout().flush();
         }));
         crate::server::run_with(config, listener, shutdown_signal(), hooks).await?;

@@ -69,6 +69,44 @@ pub struct Config {
     pub auth_super_users: Vec<String>,
     /// ACL rules fixed by configuration (TOML only), in force beside the managed ones.
     pub auth_acls: Vec<AclRule>,
+    /// How long a request body may take to arrive whole (408 beyond).
+    pub request_body_timeout_ms: u64,
+    /// Bytes of request bodies received at once, all connections together (503 beyond).
+    pub max_inflight_request_bytes: u64,
+    /// How long a client may take to send request headers, and to start its next request on
+    /// a kept-alive connection.
+    pub header_read_timeout_ms: u64,
+    /// Open client connections; more are answered 503 and closed.
+    pub max_connections: u64,
+    /// Open SSE streams and long polls per principal (429 beyond).
+    pub max_streams_per_principal: u64,
+    /// Origins browsers may call from (`*` for any); empty: CORS off.
+    pub cors_allowed_origins: Vec<String>,
+    /// PEM certificate chain for HTTPS; empty: plain HTTP.
+    pub tls_cert_file: String,
+    /// PEM private key for HTTPS.
+    pub tls_key_file: String,
+    /// PEM CA bundle: client certificates it signed authenticate their principal (required
+    /// with `auth_mode = mtls`, optional otherwise).
+    pub tls_client_ca_file: String,
+    /// Which name of a client certificate is the principal: `cn` or `san`.
+    pub tls_client_principal: crate::security::tls::PrincipalFrom,
+    /// Default quotas of every principal (0 = unlimited).
+    pub quota: Quota,
+    /// Quotas of named principals, replacing the default (TOML only).
+    pub auth_quotas: std::collections::BTreeMap<String, Quota>,
+}
+
+/// Rates one principal may use; 0 means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quota {
+    /// Requests per second.
+    pub requests_per_second: u64,
+    /// Request body bytes per second written by produce.
+    pub produce_bytes_per_second: u64,
+    /// Record bytes per second served by fetches.
+    pub fetch_bytes_per_second: u64,
 }
 
 /// Whether and how callers prove who they are.
@@ -79,8 +117,12 @@ pub enum AuthMode {
     /// No authentication: every caller is `anonymous` and may do everything.
     #[default]
     None,
-    /// API keys as bearer tokens, authorized by ACLs.
+    /// API keys as bearer tokens (or a verified client certificate, when TLS has a client
+    /// CA), authorized by ACLs.
     ApiKey,
+    /// Client certificates required at the TLS handshake (needs `tls_client_ca_file`); a
+    /// bearer API key may name another principal on such a connection.
+    Mtls,
 }
 
 impl Default for Config {
@@ -107,6 +149,18 @@ impl Default for Config {
             auth_acls_file: String::new(),
             auth_super_users: Vec::new(),
             auth_acls: Vec::new(),
+            request_body_timeout_ms: limits::REQUEST_BODY_TIMEOUT_MS,
+            max_inflight_request_bytes: limits::MAX_INFLIGHT_REQUEST_BYTES,
+            header_read_timeout_ms: limits::HEADER_READ_TIMEOUT_MS,
+            max_connections: limits::MAX_CONNECTIONS,
+            max_streams_per_principal: limits::MAX_STREAMS_PER_PRINCIPAL,
+            cors_allowed_origins: Vec::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_client_ca_file: String::new(),
+            tls_client_principal: crate::security::tls::PrincipalFrom::Cn,
+            quota: Quota::default(),
+            auth_quotas: std::collections::BTreeMap::new(),
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
         }
@@ -186,6 +240,45 @@ pub struct ConfigArgs {
     /// Principals that may do everything (comma-separated).
     #[arg(long, env = "STRATA_AUTH_SUPER_USERS", value_delimiter = ',')]
     pub auth_super_users: Option<Vec<String>>,
+    /// Request body read timeout in ms.
+    #[arg(long, env = "STRATA_REQUEST_BODY_TIMEOUT_MS")]
+    pub request_body_timeout_ms: Option<u64>,
+    /// Request body bytes in flight across connections.
+    #[arg(long, env = "STRATA_MAX_INFLIGHT_REQUEST_BYTES")]
+    pub max_inflight_request_bytes: Option<u64>,
+    /// Header read (and keep-alive idle) timeout in ms.
+    #[arg(long, env = "STRATA_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: Option<u64>,
+    /// Open client connections.
+    #[arg(long, env = "STRATA_MAX_CONNECTIONS")]
+    pub max_connections: Option<u64>,
+    /// Open SSE streams and long polls per principal.
+    #[arg(long, env = "STRATA_MAX_STREAMS_PER_PRINCIPAL")]
+    pub max_streams_per_principal: Option<u64>,
+    /// CORS origins (comma-separated, `*` for any).
+    #[arg(long, env = "STRATA_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub cors_allowed_origins: Option<Vec<String>>,
+    /// HTTPS certificate chain (PEM).
+    #[arg(long, env = "STRATA_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<String>,
+    /// HTTPS private key (PEM).
+    #[arg(long, env = "STRATA_TLS_KEY_FILE")]
+    pub tls_key_file: Option<String>,
+    /// CA bundle for client certificates (PEM); turns on mTLS.
+    #[arg(long, env = "STRATA_TLS_CLIENT_CA_FILE")]
+    pub tls_client_ca_file: Option<String>,
+    /// Client certificate name that is the principal: cn or san.
+    #[arg(long, env = "STRATA_TLS_CLIENT_PRINCIPAL")]
+    pub tls_client_principal: Option<crate::security::tls::PrincipalFrom>,
+    /// Default requests per second per principal (0 = unlimited).
+    #[arg(long, env = "STRATA_QUOTA_REQUESTS_PER_SECOND")]
+    pub quota_requests_per_second: Option<u64>,
+    /// Default produce bytes per second per principal (0 = unlimited).
+    #[arg(long, env = "STRATA_QUOTA_PRODUCE_BYTES_PER_SECOND")]
+    pub quota_produce_bytes_per_second: Option<u64>,
+    /// Default fetch bytes per second per principal (0 = unlimited).
+    #[arg(long, env = "STRATA_QUOTA_FETCH_BYTES_PER_SECOND")]
+    pub quota_fetch_bytes_per_second: Option<u64>,
 }
 
 /// Why the configuration cannot be used.
@@ -248,7 +341,25 @@ impl Config {
             auth_mode,
             auth_keys_file,
             auth_acls_file,
-            auth_super_users
+            auth_super_users,
+            request_body_timeout_ms,
+            max_inflight_request_bytes,
+            header_read_timeout_ms,
+            max_connections,
+            max_streams_per_principal,
+            cors_allowed_origins,
+            tls_cert_file,
+            tls_key_file,
+            tls_client_ca_file,
+            tls_client_principal
+        );
+        macro_rules! take_quota {
+            ($($field:ident => $arg:ident),*) => { $( if let Some(value) = args.$arg { config.quota.$field = value; } )* };
+        }
+        take_quota!(
+            requests_per_second => quota_requests_per_second,
+            produce_bytes_per_second => quota_produce_bytes_per_second,
+            fetch_bytes_per_second => quota_fetch_bytes_per_second
         );
         config.validate()?;
         Ok(config)
@@ -343,6 +454,30 @@ impl Config {
         check(
             self.sse_ping_interval_ms >= 10,
             "sse_ping_interval_ms must be at least 10".into(),
+        );
+        check(
+            self.request_body_timeout_ms >= 100 && self.header_read_timeout_ms >= 100,
+            "request_body_timeout_ms and header_read_timeout_ms must be at least 100".into(),
+        );
+        check(
+            self.max_inflight_request_bytes >= self.max_request_bytes,
+            "max_inflight_request_bytes must be at least max_request_bytes".into(),
+        );
+        check(
+            self.max_connections >= 1 && self.max_streams_per_principal >= 1,
+            "max_connections and max_streams_per_principal must be at least 1".into(),
+        );
+        check(
+            self.tls_cert_file.is_empty() == self.tls_key_file.is_empty(),
+            "tls_cert_file and tls_key_file go together".into(),
+        );
+        check(
+            self.tls_client_ca_file.is_empty() || !self.tls_cert_file.is_empty(),
+            "tls_client_ca_file needs tls_cert_file and tls_key_file".into(),
+        );
+        check(
+            self.auth_mode != AuthMode::Mtls || !self.tls_client_ca_file.is_empty(),
+            "auth_mode = mtls needs tls_client_ca_file (and tls_cert_file, tls_key_file)".into(),
         );
         for rule in &self.auth_acls {
             if let Err(reason) = rule.check() {

@@ -16,6 +16,7 @@ pub mod log;
 pub mod names;
 pub mod producers;
 pub mod security;
+pub mod serve;
 pub mod server;
 pub mod status;
 pub mod tiering;

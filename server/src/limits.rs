@@ -49,3 +49,15 @@ pub const DISK_FULL_CLEAR_BYTES: u64 = 1 << 20;
 pub const DISK_FULL_RETRY_AFTER_S: u64 = 10;
 /// `Retry-After` seconds of other retryable answers (busy, unavailable, ...).
 pub const RETRY_AFTER_S: u64 = 1;
+
+/// How long a request body may take to arrive whole.
+pub const REQUEST_BODY_TIMEOUT_MS: u64 = 30_000;
+/// Bytes of request bodies being received at once, across all connections.
+pub const MAX_INFLIGHT_REQUEST_BYTES: u64 = 256 << 20;
+/// How long a client may take to send a request's headers (also bounds an idle keep-alive
+/// connection's wait for its next request).
+pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Open client connections; more are answered 503 and closed.
+pub const MAX_CONNECTIONS: u64 = 4_096;
+/// Open SSE streams and long polls per principal.
+pub const MAX_STREAMS_PER_PRINCIPAL: u64 = 64;

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::future::IntoFuture;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -30,6 +29,9 @@ use crate::producers::{ProducerRegistry, ProducerRegistryError};
 use crate::security::authorizer::Authorizer;
 use crate::security::file::SecurityFileError;
 use crate::security::keys::KeyStore;
+use crate::security::quota::Quotas;
+use crate::security::tls::TlsSource;
+use crate::serve::ConnectionSettings;
 use crate::status::ServerStatus;
 use crate::tiering::Tiering;
 use crate::topics::catalog::{Catalog, CatalogError};
@@ -149,6 +151,7 @@ pub async fn build_state(
         sticky_seed: STICKY_SEED,
         authorizer,
         keys,
+        quotas: Arc::new(Quotas::new(config.quota, config.auth_quotas.clone())),
     }));
     Ok(AppState {
         broker,
@@ -157,6 +160,59 @@ pub async fn build_state(
         shutdown,
         status,
     })
+}
+
+/// How connections are accepted: limits, and TLS when configured.
+fn connection_settings(config: &Config) -> Result<ConnectionSettings, StartError> {
+    let tls = match config.tls_cert_file.is_empty() {
+        true => None,
+        false => {
+            let ca = (!config.tls_client_ca_file.is_empty())
+                .then(|| std::path::Path::new(&config.tls_client_ca_file));
+            let source = TlsSource::open(
+                std::path::Path::new(&config.tls_cert_file),
+                std::path::Path::new(&config.tls_key_file),
+                ca,
+                config.auth_mode == AuthMode::Mtls,
+            )
+            .map_err(|error| StartError::Security(error.to_string()))?;
+            Some(Arc::new(source))
+        }
+    };
+    Ok(ConnectionSettings {
+        header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
+        max_connections: usize::try_from(config.max_connections).unwrap_or(usize::MAX),
+        tls,
+        principal_from: config.tls_client_principal,
+    })
+}
+
+/// Rebuilds the TLS configuration when its files change (checked every second) or on SIGHUP:
+/// a renewed certificate is served to new connections without a restart.
+async fn reload_tls(tls: Arc<TlsSource>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        match &mut hangup {
+            Some(hangup) => {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = hangup.recv() => {}
+                }
+            }
+            None => {
+                ticker.tick().await;
+            }
+        }
+        match tls.reload_if_changed() {
+            Ok(true) => tracing::info!("reloaded the TLS certificate and key"),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(%error, "cannot reload TLS files; the previous ones stay in use")
+            }
+        }
+    }
 }
 
 /// Anyone who can reach a non-loopback address may do everything without authentication: fine
@@ -283,13 +339,16 @@ pub async fn run_with(
             let _ = stopping.send(true);
         });
     }
-    let mut stopped = stop_receiver.clone();
-    let serve = axum::serve(listener, front)
-        .with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-        })
-        .into_future();
-    let mut server = tokio::spawn(serve);
+    let connections = connection_settings(&config)?;
+    if let Some(tls) = &connections.tls {
+        tokio::spawn(reload_tls(Arc::clone(tls)));
+    }
+    let mut server = tokio::spawn(crate::serve::serve(
+        listener,
+        front,
+        connections,
+        stop_receiver.clone(),
+    ));
     if let Some(gate) = hooks.before_recovery {
         gate.await;
     }

@@ -20,3 +20,4 @@ mod security;
 mod streaming;
 mod tiering;
 mod topics;
+mod transport;

@@ -69,6 +69,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The bound address.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
     /// Starts the binary and waits until it prints the address it bound.
     ///
     /// # Panics
@@ -405,7 +410,10 @@ pub fn binary() -> PathBuf {
 }
 
 fn parse_listening_line(line: &str) -> Option<SocketAddr> {
-    let rest = line.split("listening on http://").nth(1)?;
+    let rest = line
+        .split("listening on http://")
+        .nth(1)
+        .or_else(|| line.split("listening on https://").nth(1))?;
     rest.split_whitespace().next()?.parse().ok()
 }
 

@@ -33,6 +33,7 @@ use crate::log::Partition;
 use crate::producers::ProducerRegistry;
 use crate::security::authorizer::Authorizer;
 use crate::security::keys::KeyStore;
+use crate::security::quota::{QuotaExceeded, Quotas};
 use crate::security::{Caller, Operation, Principal, Resource};
 use crate::tiering::remote_log::TieredSegments;
 use crate::tiering::{Tiering, TieringError};
@@ -60,6 +61,8 @@ pub struct Broker {
     authorizer: Arc<Authorizer>,
     /// The API keys callers authenticate with.
     keys: Arc<KeyStore>,
+    /// Requests and bytes per second per principal.
+    quotas: Arc<Quotas>,
     /// Varies the sticky partition of keyless records from one request to the next, so keyless
     /// traffic spreads over the partitions (one counter per broker, not a process global, so
     /// two servers in one process do not share it).
@@ -90,6 +93,8 @@ pub struct BrokerParts {
     pub authorizer: Arc<Authorizer>,
     /// API keys.
     pub keys: Arc<KeyStore>,
+    /// Quotas.
+    pub quotas: Arc<Quotas>,
 }
 
 impl Broker {
@@ -107,6 +112,7 @@ impl Broker {
             sticky_seed: AtomicU64::new(parts.sticky_seed),
             authorizer: parts.authorizer,
             keys: parts.keys,
+            quotas: parts.quotas,
         }
     }
 
@@ -118,6 +124,32 @@ impl Broker {
     /// The principal a bearer token belongs to, `None` for an unknown or revoked token.
     pub fn authenticate(&self, token: &str) -> Option<Principal> {
         self.keys.authenticate(token)
+    }
+
+    /// Counts a request against `caller`'s requests-per-second quota (with authentication off
+    /// everyone is `anonymous` and shares the default quota).
+    ///
+    /// # Errors
+    /// Over quota: nothing of the request may happen.
+    pub fn admit_request(&self, caller: &Caller) -> Result<(), QuotaExceeded> {
+        self.quotas.request(caller.principal())
+    }
+
+    /// Takes `bytes` of `caller`'s produce quota before a produce.
+    ///
+    /// # Errors
+    /// Over quota: nothing may be appended.
+    pub fn admit_produce(&self, caller: &Caller, bytes: u64) -> Result<(), QuotaExceeded> {
+        self.quotas.produce(caller.principal(), bytes)
+    }
+
+    /// Takes `caller`'s fetch quota for a read of up to `max_bytes`; the `max_bytes` the read
+    /// may use (at most one second of quota).
+    ///
+    /// # Errors
+    /// Over quota.
+    pub fn admit_fetch(&self, caller: &Caller, max_bytes: u64) -> Result<u64, QuotaExceeded> {
+        self.quotas.fetch(caller.principal(), max_bytes)
     }
 
     /// Reads the key and ACL files again if another process changed them.

@@ -11,29 +11,46 @@ use super::AppState;
 use super::error::ApiError;
 use crate::config::AuthMode;
 use crate::security::{Caller, Principal};
+use crate::serve::ClientIdentity;
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match state.config.auth_mode {
-            AuthMode::None => Ok(Caller::authenticated(Principal::anonymous())),
-            AuthMode::ApiKey => bearer_token(parts)
-                .and_then(|token| state.broker.authenticate(token))
-                .map(Caller::authenticated)
-                .ok_or_else(unauthenticated),
+        if state.config.auth_mode == AuthMode::None {
+            let caller = Caller::authenticated(Principal::anonymous());
+            state.broker.admit_request(&caller)?;
+            return Ok(caller);
         }
+        // A bearer token decides when one is sent (a wrong one is never excused by a
+        // certificate); otherwise the connection's verified client certificate.
+        let principal = match bearer(parts) {
+            Some(token) => token.and_then(|token| state.broker.authenticate(token)),
+            None => parts
+                .extensions
+                .get::<ClientIdentity>()
+                .map(|identity| Principal::new(identity.0.clone())),
+        };
+        let caller = principal
+            .map(Caller::authenticated)
+            .ok_or_else(unauthenticated)?;
+        state.broker.admit_request(&caller)?;
+        Ok(caller)
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header (the scheme is case-insensitive).
-fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|token| !token.is_empty())
+/// `None` without an `Authorization` header; `Some(None)` for one that is not a usable
+/// `Bearer <token>` (the scheme is case-insensitive).
+fn bearer(parts: &Parts) -> Option<Option<&str>> {
+    let value = parts.headers.get(AUTHORIZATION)?;
+    let token = value.to_str().ok().and_then(|value| {
+        let (scheme, token) = value.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim())
+            .filter(|token| !token.is_empty())
+    });
+    Some(token)
 }
 
 /// One answer for a missing, malformed, unknown and revoked token alike.

@@ -27,6 +27,8 @@ use crate::topics::catalog::CatalogError;
 #[derive(Debug)]
 pub struct ApiError {
     body: ErrorBody,
+    /// Seconds for `Retry-After` when the code's default does not fit (quotas).
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -34,6 +36,7 @@ impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             body: ErrorBody::new(code, message),
+            retry_after: None,
         }
     }
 
@@ -43,10 +46,8 @@ impl ApiError {
             "offset {requested} is out of range: valid offsets are {earliest} to {latest} \
              (the high watermark)"
         );
-        Self {
-            body: ErrorBody::new(ErrorCode::OffsetOutOfRange, message),
-        }
-        .with(|b| b.with_offset_range(earliest, latest))
+        Self::new(ErrorCode::OffsetOutOfRange, message)
+            .with(|b| b.with_offset_range(earliest, latest))
     }
 
     /// An internal failure: logged with its cause, answered without details.
@@ -92,9 +93,11 @@ impl IntoResponse for ApiError {
         let status =
             StatusCode::from_u16(self.body.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let code = self.body.error.code;
+        let explicit = self.retry_after;
         let mut response = (status, axum::Json(self.body)).into_response();
         // Retryable answers say when: a full disk needs an operator or a retention pass.
         let retry_after = match code {
+            _ if explicit.is_some() => explicit,
             ErrorCode::DiskFull => Some(crate::limits::DISK_FULL_RETRY_AFTER_S),
             code if code.is_retryable() => Some(crate::limits::RETRY_AFTER_S),
             _ => None,
@@ -412,5 +415,15 @@ impl From<crate::broker::admin::AdminError> for ApiError {
             }
         };
         ApiError::new(code, error.to_string())
+    }
+}
+
+impl From<crate::security::quota::QuotaExceeded> for ApiError {
+    fn from(error: crate::security::quota::QuotaExceeded) -> Self {
+        // Whole seconds, rounded up: a client that waits that long passes.
+        let seconds = error.retry_after.as_millis().div_ceil(1000).max(1);
+        let mut api = ApiError::new(ErrorCode::QuotaExceeded, error.to_string());
+        api.retry_after = Some(u64::try_from(seconds).unwrap_or(u64::MAX));
+        api
     }
 }

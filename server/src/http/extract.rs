@@ -23,6 +23,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let ApiJsonBytes(body) = ApiJsonBytes::from_request(request, state).await?;
+        parse_json(&body).map(ApiJson)
+    }
+}
+
+/// The bytes of a JSON body, not yet parsed (for operations that also count its size).
+#[derive(Debug)]
+pub struct ApiJsonBytes(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiJsonBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
         let is_json = request
             .headers()
             .get(CONTENT_TYPE)
@@ -36,10 +49,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 "expected a JSON body with Content-Type: application/json",
             ));
         }
-        let body = axum::body::Bytes::from_request(request, state)
+        axum::body::Bytes::from_request(request, state)
             .await
-            .map_err(ApiError::from)?;
-        parse_json(&body).map(ApiJson)
+            .map(ApiJsonBytes)
+            .map_err(ApiError::from)
     }
 }
 

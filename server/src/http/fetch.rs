@@ -109,7 +109,8 @@ pub async fn fetch(
             })
         })
         .transpose()?;
-    let bounds = broker.fetch_bounds(query.max_bytes, query.max_records, query.max_wait_ms);
+    let mut bounds = broker.fetch_bounds(query.max_bytes, query.max_records, query.max_wait_ms);
+    bounds.max_bytes = broker.admit_fetch(&caller, bounds.max_bytes)?;
     let start = start.resuming_at(resume.filter(|_| format == Format::Sse));
     let offset = broker.start_offset(&reader, start).await?;
     let request = FetchRequest {

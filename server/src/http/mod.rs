@@ -10,6 +10,7 @@
 pub mod accept;
 pub mod admin;
 pub mod auth;
+pub mod body_guard;
 pub mod codec;
 pub mod error;
 pub mod extract;
@@ -153,8 +154,51 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            body_guard(&state.config),
+            body_guard::guard_body,
+        ))
+        .layer(cors(&state.config))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
+}
+
+fn body_guard(config: &crate::config::Config) -> body_guard::BodyGuard {
+    let max_body = usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX);
+    let budget = usize::try_from(config.max_inflight_request_bytes).unwrap_or(usize::MAX);
+    body_guard::BodyGuard::new(
+        std::time::Duration::from_millis(config.request_body_timeout_ms),
+        max_body,
+        budget,
+    )
+}
+
+/// CORS for browser clients: off (no headers, so browsers refuse cross-origin calls) unless
+/// `cors_allowed_origins` names origins. Credentials travel in `Authorization`, which browsers
+/// send cross-origin only when allowed here.
+fn cors(config: &crate::config::Config) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, Method, header};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origins = &config.cors_allowed_origins;
+    if origins.is_empty() {
+        return CorsLayer::new();
+    }
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([header::RETRY_AFTER, header::WWW_AUTHENTICATE])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

@@ -18,7 +18,7 @@ use strata_openapi::{
 use super::AppState;
 use super::codec::to_incoming_record;
 use super::error::ApiError;
-use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery};
+use super::extract::{ApiBytes, ApiJsonBytes, ApiPath, ApiQuery};
 use super::paths;
 use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
@@ -56,10 +56,12 @@ pub async fn produce_to_topic(
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<ProduceQuery>,
-    ApiJson(request): ApiJson<ProduceRequest>,
+    ApiJsonBytes(body): ApiJsonBytes,
 ) -> Result<Json<ProduceResponse>, ApiError> {
+    let request: ProduceRequest = super::extract::parse_json(&body)?;
     let topic = state.broker.producible_topic(&caller, &topic)?;
     let records = decode_records(&query, request)?;
+    state.broker.admit_produce(&caller, body.len() as u64)?;
     let produced = state
         .broker
         .produce(&topic, ProduceTarget::Topic, records)
@@ -106,6 +108,7 @@ pub async fn produce_to_partition(
 ) -> Result<Json<ProduceResponse>, ApiError> {
     let topic = state.broker.producible_topic(&caller, &topic)?;
     crate::broker::local_partition(topic.topic(), partition)?;
+    state.broker.admit_produce(&caller, body.len() as u64)?;
     let content_type = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -8,6 +8,8 @@ pub mod acl;
 pub mod authorizer;
 pub mod file;
 pub mod keys;
+pub mod quota;
+pub mod tls;
 pub mod token;
 
 use std::fmt;
