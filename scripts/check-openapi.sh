@@ -9,7 +9,9 @@
 #      negative data) against the live server with every check (openapi/schemathesis.toml says
 #      which statuses count as accepting or rejecting); any 5xx, undocumented status code,
 #      response that violates its schema, schema-valid request refused as malformed or
-#      schema-violating request accepted fails.
+#      schema-violating request accepted fails. It runs with a super user's API key; key
+#      revocation is left out (a revoked key of its own would turn the rest of the run into
+#      401s) and is tested by tests/it/security.rs instead.
 # Tools come from scripts/requirements-test.txt (installed into .tools/ by setup-tools.sh).
 # The last line is `openapi checks: N passed, N failed`; the exit status is 1 if any failed.
 #
@@ -32,6 +34,7 @@ STRATA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/strata"
 
 work=$(mktemp -d)
 server_pid=""
+token=""
 cleanup() {
   if [ -n "$server_pid" ]; then
     kill "$server_pid" 2>/dev/null || true
@@ -77,9 +80,12 @@ generate_client() {
 
 start_server() {
   mkdir -p "$work/data"
+  # Authentication on, as operators run it: every check goes through a super user's API key.
+  token=$("$STRATA_BIN" auth create-key --principal admin --data-dir "$work/data" 2>/dev/null)
   # A short long-poll cap keeps fuzzed max_wait_ms values from stalling the run.
   # A low partition limit keeps fuzzed partition counts (up to the spec's 1024) cheap.
   "$STRATA_BIN" serve --listen 127.0.0.1:0 --data-dir "$work/data" \
+    --auth-mode api_key --auth-super-users admin \
     --fetch-max-wait-ms 200 --max-partitions-per-topic 16 >"$work/server.out" 2>"$work/server.log" &
   server_pid=$!
   for _ in $(seq 1 100); do
@@ -102,7 +108,7 @@ client_smoke() {
     echo "no generated client" >&2
     return 1
   }
-  "$PY/python" scripts/client_smoke.py "$base" "$work/client"
+  "$PY/python" scripts/client_smoke.py "$base" "$work/client" "$token"
 }
 
 schemathesis() {
@@ -112,7 +118,8 @@ schemathesis() {
   fi
   # From the temp dir: schemathesis keeps a .schemathesis/ cache in its working directory.
   (cd "$work" && "$PY/schemathesis" --config-file "$ROOT/openapi/schemathesis.toml" run "$SPEC" \
-    --url "$base" --checks all --mode all \
+    --url "$base" --checks all --mode all --header "Authorization: Bearer $token" \
+    --exclude-operation-id revoke_key \
     --max-examples "${STRATA_SCHEMATHESIS_EXAMPLES:-25}" --workers 1 --request-timeout 10 \
     --no-color --suppress-health-check too_slow "${seed_args[@]}") || {
     echo "server log (last lines):"

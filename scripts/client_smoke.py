@@ -1,20 +1,22 @@
 """Smoke test of the Python client generated from openapi/openapi.json, against a live server.
 
-Usage: client_smoke.py BASE_URL CLIENT_PARENT_DIR
+Usage: client_smoke.py BASE_URL CLIENT_PARENT_DIR TOKEN
   CLIENT_PARENT_DIR holds the package `strata_client` that openapi-python-client generated
-  (scripts/check-openapi.sh does this). Every call goes through the generated functions and
-  models, so a spec that does not describe what the server does fails here.
+  (scripts/check-openapi.sh does this); TOKEN is an API key of a super user (the server runs
+  with auth_mode = api_key). Every call goes through the generated functions and models, so a
+  spec that does not describe what the server does fails here, typed 401 and 403 included.
 """
 
 import sys
 import time
 import uuid
 
-BASE, CLIENT_DIR = sys.argv[1], sys.argv[2]
+BASE, CLIENT_DIR, TOKEN = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, CLIENT_DIR)
 
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
-from strata_client import Client  # noqa: E402
+from strata_client import AuthenticatedClient, Client  # noqa: E402
+from strata_client.api.security import create_key  # noqa: E402
 from strata_client.api.health import healthz, readyz  # noqa: E402
 from strata_client.api.producers import init_producer  # noqa: E402
 from strata_client.api.records import (  # noqa: E402
@@ -30,6 +32,8 @@ from strata_client.api.topics import (  # noqa: E402
     list_topics,
 )
 from strata_client.models import (  # noqa: E402
+    CreateKeyRequest,
+    CreatedApiKey,
     CreateTopicRequest,
     ErrorBody,
     ErrorCode,
@@ -70,7 +74,9 @@ def headers(**values):
     return h
 
 
-client = Client(base_url=BASE, raise_on_unexpected_status=True, timeout=None)
+client = AuthenticatedClient(
+    base_url=BASE, token=TOKEN, raise_on_unexpected_status=True, timeout=None
+)
 topic = f"smoke-{uuid.uuid4().hex[:8]}"
 
 with client:
@@ -237,6 +243,29 @@ with client:
     check(by_time.offset == 0 and by_time.timestamp == before, "timestamp lookup")
     future = offsets.sync(client=client, topic=topic, partition=1, timestamp=2**62)
     check(isinstance(future, TimestampOffset) and future.offset is None, "no record that new")
+
+    # Authentication and authorization answer typed errors.
+    with Client(base_url=BASE, raise_on_unexpected_status=True, timeout=None) as anonymous:
+        refused = describe_topic.sync(client=anonymous, topic=topic)
+    check(
+        isinstance(refused, ErrorBody) and refused.error.code == ErrorCode.UNAUTHENTICATED,
+        f"no token gives unauthenticated, got {refused!r}",
+    )
+    made = create_key.sync(client=client, body=CreateKeyRequest(principal="nobody"))
+    check(
+        isinstance(made, CreatedApiKey) and made.token.startswith("strata_"),
+        f"create_key body {made!r}",
+    )
+    with AuthenticatedClient(
+        base_url=BASE, token=made.token, raise_on_unexpected_status=True, timeout=None
+    ) as nobody:
+        denied = describe_topic.sync(client=nobody, topic=topic)
+    check(
+        isinstance(denied, ErrorBody)
+        and denied.error.code == ErrorCode.FORBIDDEN
+        and denied.error.message == f'nobody may not describe topic "{topic}"',
+        f"a key without ACLs gives forbidden, got {denied!r}",
+    )
 
     # Delete.
     gone = delete_topic.sync_detailed(client=client, topic=topic)
