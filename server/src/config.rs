@@ -78,6 +78,8 @@ pub struct Config {
     pub header_read_timeout_ms: u64,
     /// Open client connections; more are answered 503 and closed.
     pub max_connections: u64,
+    /// Open SSE streams and long polls per principal (429 beyond).
+    pub max_streams_per_principal: u64,
     /// Origins browsers may call from (`*` for any); empty: CORS off.
     pub cors_allowed_origins: Vec<String>,
     /// PEM certificate chain for HTTPS; empty: plain HTTP.
@@ -151,6 +153,7 @@ impl Default for Config {
             max_inflight_request_bytes: limits::MAX_INFLIGHT_REQUEST_BYTES,
             header_read_timeout_ms: limits::HEADER_READ_TIMEOUT_MS,
             max_connections: limits::MAX_CONNECTIONS,
+            max_streams_per_principal: limits::MAX_STREAMS_PER_PRINCIPAL,
             cors_allowed_origins: Vec::new(),
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
@@ -249,6 +252,9 @@ pub struct ConfigArgs {
     /// Open client connections.
     #[arg(long, env = "STRATA_MAX_CONNECTIONS")]
     pub max_connections: Option<u64>,
+    /// Open SSE streams and long polls per principal.
+    #[arg(long, env = "STRATA_MAX_STREAMS_PER_PRINCIPAL")]
+    pub max_streams_per_principal: Option<u64>,
     /// CORS origins (comma-separated, `*` for any).
     #[arg(long, env = "STRATA_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub cors_allowed_origins: Option<Vec<String>>,
@@ -340,6 +346,7 @@ impl Config {
             max_inflight_request_bytes,
             header_read_timeout_ms,
             max_connections,
+            max_streams_per_principal,
             cors_allowed_origins,
             tls_cert_file,
             tls_key_file,
@@ -457,8 +464,8 @@ impl Config {
             "max_inflight_request_bytes must be at least max_request_bytes".into(),
         );
         check(
-            self.max_connections >= 1,
-            "max_connections must be at least 1".into(),
+            self.max_connections >= 1 && self.max_streams_per_principal >= 1,
+            "max_connections and max_streams_per_principal must be at least 1".into(),
         );
         check(
             self.tls_cert_file.is_empty() == self.tls_key_file.is_empty(),

@@ -59,3 +59,5 @@ pub const MAX_INFLIGHT_REQUEST_BYTES: u64 = 256 << 20;
 pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
 /// Open client connections; more are answered 503 and closed.
 pub const MAX_CONNECTIONS: u64 = 4_096;
+/// Open SSE streams and long polls per principal.
+pub const MAX_STREAMS_PER_PRINCIPAL: u64 = 64;

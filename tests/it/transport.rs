@@ -339,3 +339,42 @@ async fn cors_is_off_by_default_and_answers_preflights_for_configured_origins() 
         .unwrap();
     assert!(methods.contains("POST"), "{methods}");
 }
+
+#[tokio::test]
+async fn open_streams_and_long_polls_are_limited_per_principal() {
+    let server = Server::start(ServerOptions::with_args(&[
+        "--max-streams-per-principal",
+        "2",
+    ]));
+    let api = Api::new(&server);
+    api.create_topic("t", 1).await;
+    let path = "/v1/topics/t/partitions/0/records";
+    let sse = || {
+        api.client
+            .get(api.url(path))
+            .header("accept", "text/event-stream")
+            .send()
+    };
+    let first = sse().await.unwrap();
+    let second = sse().await.unwrap();
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    expect_error(sse().await.unwrap(), 429, "quota_exceeded").await;
+    let poll = api.get(&format!("{path}?offset=0&max_wait_ms=5000")).await;
+    expect_error(poll, 429, "quota_exceeded").await;
+    // A fetch that does not wait holds no slot.
+    assert_eq!(api.get(&format!("{path}?offset=0")).await.status(), 200);
+    drop(first);
+    eventually(
+        Duration::from_secs(10),
+        "the closed stream's slot is free",
+        || async {
+            let response = sse().await.unwrap();
+            response.status() == 200
+        },
+    )
+    .await;
+    drop(second);
+}

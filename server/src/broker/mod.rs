@@ -34,6 +34,7 @@ use crate::producers::ProducerRegistry;
 use crate::security::authorizer::Authorizer;
 use crate::security::keys::KeyStore;
 use crate::security::quota::{QuotaExceeded, Quotas};
+use crate::security::streams::{StreamSlot, StreamSlots, TooManyStreams};
 use crate::security::{Caller, Operation, Principal, Resource};
 use crate::tiering::remote_log::TieredSegments;
 use crate::tiering::{Tiering, TieringError};
@@ -63,6 +64,8 @@ pub struct Broker {
     keys: Arc<KeyStore>,
     /// Requests and bytes per second per principal.
     quotas: Arc<Quotas>,
+    /// Open streams and long polls per principal.
+    streams: StreamSlots,
     /// Varies the sticky partition of keyless records from one request to the next, so keyless
     /// traffic spreads over the partitions (one counter per broker, not a process global, so
     /// two servers in one process do not share it).
@@ -100,6 +103,7 @@ pub struct BrokerParts {
 impl Broker {
     /// A broker over these parts.
     pub fn new(parts: BrokerParts) -> Self {
+        let streams = usize::try_from(parts.config.max_streams_per_principal).unwrap_or(usize::MAX);
         Self {
             catalog: parts.catalog,
             tiering: parts.tiering,
@@ -113,6 +117,7 @@ impl Broker {
             authorizer: parts.authorizer,
             keys: parts.keys,
             quotas: parts.quotas,
+            streams: StreamSlots::new(streams),
         }
     }
 
@@ -133,6 +138,14 @@ impl Broker {
     /// Over quota: nothing of the request may happen.
     pub fn admit_request(&self, caller: &Caller) -> Result<(), QuotaExceeded> {
         self.quotas.request(caller.principal())
+    }
+
+    /// A slot for an SSE stream or a long poll of `caller`, held until it ends.
+    ///
+    /// # Errors
+    /// The caller holds as many as `max_streams_per_principal` allows.
+    pub fn open_stream(&self, caller: &Caller) -> Result<StreamSlot, TooManyStreams> {
+        self.streams.acquire(caller.principal())
     }
 
     /// Takes `bytes` of `caller`'s produce quota before a produce.

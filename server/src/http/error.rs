@@ -427,3 +427,9 @@ impl From<crate::security::quota::QuotaExceeded> for ApiError {
         api
     }
 }
+
+impl From<crate::security::streams::TooManyStreams> for ApiError {
+    fn from(error: crate::security::streams::TooManyStreams) -> Self {
+        ApiError::new(ErrorCode::QuotaExceeded, error.to_string())
+    }
+}

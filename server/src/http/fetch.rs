@@ -120,6 +120,12 @@ pub async fn fetch(
         max_records: bounds.max_records,
         format: query.value_format,
     };
+    // Streams and long polls hold a connection: at most so many per principal.
+    let slot = if format == Format::Sse || !bounds.wait.is_zero() {
+        Some(broker.open_stream(&caller)?)
+    } else {
+        None
+    };
     if format == Format::Sse {
         // The first read happens before the answer, so a stream that cannot start gets the
         // error's status: a browser's EventSource then stops instead of reconnecting.
@@ -128,10 +134,11 @@ pub async fn fetch(
         } else {
             None
         };
-        let stream = super::sse::partition_stream(state, topic, reader, request, first);
+        let stream = super::sse::partition_stream(state, topic, reader, request, first, slot);
         return Ok(stream.into_response());
     }
     broker.wait_for_data(&reader, offset, bounds.wait).await;
+    drop(slot);
     match format {
         Format::Ndjson => Ok(ndjson(read_page(&reader, &request).await?)),
         Format::Batches => batches(&reader, offset, bounds.max_bytes).await,

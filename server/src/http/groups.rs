@@ -198,13 +198,17 @@ pub async fn member_fetch(
             })?;
             state.broker.advance_member(&group, &member, &positions);
         }
-        return Ok(member_stream(state, caller, group, member, query).into_response());
+        let slot = state.broker.open_stream(&caller)?;
+        return Ok(member_stream(state, caller, group, member, query, slot).into_response());
     }
     let bounds = member_bounds(&state, &query, None);
+    // A member read long-polls: it counts against the principal's open streams while it waits.
+    let slot = state.broker.open_stream(&caller)?;
     let read = state
         .broker
         .read_for_member(&caller, &group, &member, grant, bounds)
         .await?;
+    drop(slot);
     Ok(Json(member_response(read, &query)).into_response())
 }
 
@@ -307,9 +311,12 @@ fn member_stream(
     group: String,
     member: String,
     query: MemberFetchQuery,
+    slot: crate::security::streams::StreamSlot,
 ) -> impl IntoResponse {
     let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
     let stream = async_stream::stream! {
+        // Held while the stream lives: it counts against the principal's open streams.
+        let _slot = slot;
         yield Ok::<_, Infallible>(super::sse::retry_event());
         loop {
             if *state.shutdown.borrow() {

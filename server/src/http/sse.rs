@@ -108,10 +108,13 @@ pub(crate) fn partition_stream(
     log: Arc<PartitionReader>,
     request: FetchRequest,
     first: Option<Page>,
+    slot: Option<crate::security::streams::StreamSlot>,
 ) -> impl IntoResponse {
     let ping = Duration::from_millis(state.config.sse_ping_interval_ms);
     let mut shutdown = state.shutdown.clone();
     let stream = async_stream::stream! {
+        // Held while the stream lives: it counts against the principal's open streams.
+        let _slot = slot;
         yield Ok::<_, Infallible>(retry_event());
         let mut next = request.offset;
         let mut pending = first;

@@ -9,6 +9,7 @@ pub mod authorizer;
 pub mod file;
 pub mod keys;
 pub mod quota;
+pub mod streams;
 pub mod tls;
 pub mod token;
 
