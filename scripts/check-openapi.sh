@@ -4,7 +4,8 @@
 #   1. openapi-spec-validator: the document is valid OpenAPI 3.1;
 #   2. openapi-python-client: a Python client generates from it without warnings;
 #   3. scripts/client_smoke.py: that client creates a topic, produces, fetches and reads offsets
-#      on a live `strata serve`, asserting every value;
+#      on a live `strata serve`, asserting every value, typed 401/403/416 included; the same
+#      with a TypeScript client (clients/ts: openapi-typescript types, openapi-fetch, tsc);
 #   4. schemathesis: generated requests (examples, coverage, fuzzing, stateful; positive and
 #      negative data) against the live server with every check (openapi/schemathesis.toml says
 #      which statuses count as accepting or rejecting); any 5xx, undocumented status code,
@@ -111,6 +112,18 @@ client_smoke() {
   "$PY/python" scripts/client_smoke.py "$base" "$work/client" "$token"
 }
 
+typescript_client() {
+  # Types generated from the spec (openapi-typescript), a typed client (openapi-fetch),
+  # compiled by tsc: a spec that does not describe the server fails to compile or at run time.
+  local ts=$ROOT/clients/ts
+  "$ts/node_modules/.bin/openapi-typescript" "$SPEC" -o "$ts/schema.d.ts" >"$work/ts.log" 2>&1 || {
+    cat "$work/ts.log"
+    return 1
+  }
+  (cd "$ts" && ./node_modules/.bin/tsc -p .) || return 1
+  node "$ts/dist/smoke.js" "$base" "$token"
+}
+
 schemathesis() {
   local seed_args=()
   if [ -n "${STRATA_SCHEMATHESIS_SEED:-}" ]; then
@@ -133,6 +146,7 @@ run_check "python client generates" generate_client
 base=""
 if start_server; then
   run_check "generated python client against the server" client_smoke
+  run_check "generated typescript client against the server" typescript_client
   run_check "schemathesis against the server" schemathesis
   if grep -q 'panicked' "$work/server.log"; then
     echo "the server log shows a panic:"
