@@ -75,7 +75,8 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let (tally, histogram) = run(&client, &args, Duration::from_secs(args.duration_s)).await?;
     let seconds = started.elapsed().as_secs_f64();
-    let micros = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+    // The histogram holds nanoseconds.
+    let millis = |q: f64| histogram.value_at_quantile(q) as f64 / 1e6;
     println!(
         "{{\"workload\": \"{:?}\", \"requests_per_s\": {:.0}, \"records_per_s\": {:.0}, \
          \"mib_per_s\": {:.1}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"p999_ms\": {:.3}}}",
@@ -83,9 +84,9 @@ async fn main() -> anyhow::Result<()> {
         tally.requests as f64 / seconds,
         tally.records as f64 / seconds,
         tally.bytes as f64 / seconds / (1 << 20) as f64,
-        micros(0.5),
-        micros(0.99),
-        micros(0.999),
+        millis(0.5),
+        millis(0.99),
+        millis(0.999),
     );
     Ok(())
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# What security costs, measured in one run: the same produce and fetch load (strata-loadtest,
+# closed loop) against three servers started one after another on the same data-less setup:
+#   plain  auth_mode = none, HTTP
+#   auth   auth_mode = api_key, a non-super-user key allowed by a prefix ACL, HTTP
+#   tls    as auth, over HTTPS (rustls, aws-lc-rs) with a CA made here by openssl
+# Prints one JSON line per run and the throughput ratios against "plain". Release builds.
+# Env: BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 4), BENCH_ROUNDS (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+cargo build --quiet --release -p strata-server --bin strata
+cargo build --quiet --release -p strata-loadtest
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj '/CN=bench-ca' -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=localhost' \
+  -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1' -keyout "$work/server.key" \
+  -out "$work/server.csr" 2>/dev/null
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
+  -CAcreateserial -days 2 -copy_extensions copy -out "$work/server.pem" 2>/dev/null
+
+start() { # name, extra serve flags...
+  local name=$1
+  shift
+  rm -rf "$work/data"
+  mkdir -p "$work/data"
+  admin=$("$BIN/strata" auth create-key --principal admin --data-dir "$work/data" 2>/dev/null)
+  app=$("$BIN/strata" auth create-key --principal app --data-dir "$work/data" 2>/dev/null)
+  "$BIN/strata" serve --listen 127.0.0.1:0 --data-dir "$work/data" "$@" >"$work/out" 2>"$work/log" &
+  pid=$!
+  for _ in $(seq 1 100); do
+    url=$(grep -o 'listening on https\?://[0-9.:]*' "$work/out" 2>/dev/null | sed 's/^listening on //' || true)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$work/log"; exit 1; }
+  url=${url/127.0.0.1/localhost}
+}
+
+stop() {
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  pid=""
+}
+
+load() { # config, workload, extra loadtest flags...
+  local config=$1 workload=$2
+  shift 2
+  local line
+  line=$("$BIN/strata-loadtest" "$workload" --url "$url" --topic "pay.$workload" \
+    --duration-s "${BENCH_SECONDS:-5}" --concurrency "${BENCH_CONCURRENCY:-4}" "$@")
+  echo "{\"config\": \"$config\", ${line#\{}"
+}
+
+grant() { # lets "app" do everything on topics starting with "pay."
+  curl -sf ${CA:+--cacert "$CA"} -X POST "$url/v1/acls" -H "Authorization: Bearer $admin" \
+    -H 'content-type: application/json' -d '{"principal": "app", "resource_type": "topic",
+      "resource_name": "pay.", "pattern_type": "prefix", "operation": "all",
+      "permission": "allow"}' >/dev/null
+}
+
+SECURE=(--auth-mode api_key --auth-super-users admin)
+TLS=(--tls-cert-file "$work/server.pem" --tls-key-file "$work/server.key")
+results=$work/results
+for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
+  # Odd rounds run plain first, even rounds last: the disk slows as it absorbs earlier runs'
+  # writes, and alternating keeps that from counting against one configuration.
+  order="plain auth tls"
+  [ $((round % 2)) -eq 0 ] && order="tls auth plain"
+  for config in $order; do
+    CA=""
+    case $config in
+      plain) start plain ;;
+      auth) start auth "${SECURE[@]}" ;;
+      tls) start tls "${SECURE[@]}" "${TLS[@]}"; CA=$work/ca.pem ;;
+    esac
+    flags=()
+    if [ "$config" != plain ]; then
+      grant
+      flags=(--token "$app")
+    fi
+    [ -n "$CA" ] && flags+=(--ca "$CA")
+    for workload in produce fetch; do
+      load "$config" "$workload" "${flags[@]}" | tee -a "$results"
+    done
+    stop
+  done
+done
+
+python3 - "$results" <<'PY'
+import json, sys, statistics
+runs = [json.loads(line) for line in open(sys.argv[1])]
+for workload in ("Produce", "Fetch"):
+    base = statistics.median(r["records_per_s"] for r in runs if r["config"] == "plain" and r["workload"] == workload)
+    for config in ("auth", "tls"):
+        value = statistics.median(r["records_per_s"] for r in runs if r["config"] == config and r["workload"] == workload)
+        print(f"{workload.lower()}: {config} / plain = {value / base:.3f} (median records/s {value:.0f} vs {base:.0f})")
+PY
