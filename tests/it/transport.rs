@@ -283,6 +283,9 @@ async fn slow_clients_are_cut_off_and_the_connection_limit_answers_503() {
     assert!(body_stalled.contains("request_timeout"), "{body_stalled}");
     let headers_stalled = stall(&server, "GET /healthz HTTP/1.1\r\nhost: x\r\n");
     assert!(!headers_stalled.contains("200 OK"), "{headers_stalled}");
+    // A kept-alive connection that sends nothing more is closed too (stall reads to the end).
+    let idle = stall(&server, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert!(idle.starts_with("HTTP/1.1 200"), "{idle}");
     // Nothing of the stalled create happened.
     let api = Api::new(&server);
     let topics = api.get_json("/v1/topics").await;
