@@ -381,3 +381,28 @@ async fn open_streams_and_long_polls_are_limited_per_principal() {
     .await;
     drop(second);
 }
+
+#[tokio::test]
+async fn member_fetches_are_charged_to_the_fetch_quota() {
+    let server = Server::start(ServerOptions::with_args(&[
+        "--quota-fetch-bytes-per-second",
+        "1000",
+    ]));
+    let api = Api::new(&server);
+    api.create_topic("t", 1).await;
+    api.produce("t", &json!({"records": [{"value": 1}]})).await;
+    let joined = api
+        .post("/v1/groups/g/members", &json!({"topics": ["t"]}))
+        .await;
+    assert_eq!(joined.status(), 200);
+    let member: serde_json::Value = joined.json().await.unwrap();
+    let path = format!(
+        "/v1/groups/g/members/{}/records?generation={}&max_wait_ms=0",
+        member["member_id"].as_str().unwrap(),
+        member["generation"]
+    );
+    assert_eq!(api.get(&path).await.status(), 200);
+    let over = api.get(&path).await;
+    assert!(over.headers().contains_key("retry-after"));
+    expect_error(over, 429, "quota_exceeded").await;
+}

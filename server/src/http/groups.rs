@@ -201,7 +201,8 @@ pub async fn member_fetch(
         let slot = state.broker.open_stream(&caller)?;
         return Ok(member_stream(state, caller, group, member, query, slot).into_response());
     }
-    let bounds = member_bounds(&state, &query, None);
+    let mut bounds = member_bounds(&state, &query, None);
+    bounds.max_bytes = state.broker.admit_fetch(&caller, bounds.max_bytes)?;
     // A member read long-polls: it counts against the principal's open streams while it waits.
     let slot = state.broker.open_stream(&caller)?;
     let read = state
@@ -337,7 +338,15 @@ fn member_stream(
                     break;
                 }
             };
-            let bounds = member_bounds(&state, &query, Some(Duration::from_millis(1000)));
+            let mut bounds = member_bounds(&state, &query, Some(Duration::from_millis(1000)));
+            match state.broker.admit_fetch(&caller, bounds.max_bytes) {
+                Ok(allowed) => bounds.max_bytes = allowed,
+                // Over the fetch quota: the stream waits instead of failing.
+                Err(over) => {
+                    wait_for_quota(over.retry_after).await;
+                    continue;
+                }
+            }
             match state.broker.read_for_member(&caller, &group, &member, grant, bounds).await {
                 Ok(read) if read.records.is_empty() => continue,
                 Ok(read) => {
@@ -643,4 +652,11 @@ pub async fn describe_group(
             })
             .collect(),
     }))
+}
+
+/// A member stream over its fetch quota waits until the quota allows its next read.
+// A timer the runtime controls, not a clock reading: the quota says how long.
+#[allow(clippy::disallowed_methods)]
+async fn wait_for_quota(wait: Duration) {
+    tokio::time::sleep(wait).await;
 }
