@@ -27,7 +27,7 @@ use crate::io::{Io, IoStartError};
 use crate::names::TopicName;
 use crate::producers::{ProducerRegistry, ProducerRegistryError};
 use crate::security::authorizer::Authorizer;
-use crate::security::file::SecurityFileError;
+use crate::security::file::{SecurityFileError, reload_on_change};
 use crate::security::keys::KeyStore;
 use crate::security::quota::Quotas;
 use crate::security::tls::TlsSource;
@@ -187,32 +187,17 @@ fn connection_settings(config: &Config) -> Result<ConnectionSettings, StartError
     })
 }
 
-/// Rebuilds the TLS configuration when its files change (checked every second) or on SIGHUP:
-/// a renewed certificate is served to new connections without a restart.
+/// Rebuilds the TLS configuration when its files change or on SIGHUP: a renewed certificate
+/// is served to new connections without a restart.
 async fn reload_tls(tls: Arc<TlsSource>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = signal(SignalKind::hangup()).ok();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        match &mut hangup {
-            Some(hangup) => {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    _ = hangup.recv() => {}
-                }
-            }
-            None => {
-                ticker.tick().await;
-            }
+    reload_on_change("TLS files", move || match tls.reload_if_changed() {
+        Ok(true) => tracing::info!("reloaded the TLS certificate and key"),
+        Ok(false) => {}
+        Err(error) => {
+            tracing::error!(%error, "cannot reload TLS files; the previous ones stay in use")
         }
-        match tls.reload_if_changed() {
-            Ok(true) => tracing::info!("reloaded the TLS certificate and key"),
-            Ok(false) => {}
-            Err(error) => {
-                tracing::error!(%error, "cannot reload TLS files; the previous ones stay in use")
-            }
-        }
-    }
+    })
+    .await;
 }
 
 /// Anyone who can reach a non-loopback address may do everything without authentication: fine

@@ -9,13 +9,11 @@ use tokio::task::JoinHandle;
 
 use super::Broker;
 use crate::log::compaction::throttle::Throttle;
+use crate::security::file::reload_on_change;
 
 /// How often member liveness is checked; timeouts are at least a second, so this bounds the
 /// extra delay of an eviction to a quarter of the smallest timeout.
 const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(250);
-
-/// How often the key and ACL files are checked for changes made by other processes.
-const SECURITY_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The running background tasks.
 pub struct BackgroundTasks {
@@ -37,7 +35,12 @@ impl BackgroundTasks {
             Arc::clone(broker.catalog()),
         ));
         let expiry = tokio::spawn(expire_members(Arc::clone(broker)));
-        let security = tokio::spawn(reload_security(Arc::clone(broker)));
+        // Keys made with `strata auth create-key` or revoked by editing the file take effect
+        // without a restart.
+        let reloaded = Arc::clone(broker);
+        let security = tokio::spawn(reload_on_change("API keys and ACLs", move || {
+            reloaded.reload_security();
+        }));
         Self {
             tasks: vec![cleaner, tiering, expiry, security],
         }
@@ -48,35 +51,6 @@ impl BackgroundTasks {
         for task in &self.tasks {
             task.abort();
         }
-    }
-}
-
-/// Reloads the API key and ACL files when they change (checked every second) or at once on
-/// SIGHUP, so keys made with `strata auth create-key` or revoked by editing the file take
-/// effect without a restart.
-async fn reload_security(broker: Arc<Broker>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(hangup) => Some(hangup),
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGHUP; key and ACL files reload by polling only");
-            None
-        }
-    };
-    let mut ticker = tokio::time::interval(SECURITY_RELOAD_INTERVAL);
-    loop {
-        match &mut hangup {
-            Some(hangup) => {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    _ = hangup.recv() => tracing::info!("SIGHUP: reloading API keys and ACLs"),
-                }
-            }
-            None => {
-                ticker.tick().await;
-            }
-        }
-        broker.reload_security();
     }
 }
 

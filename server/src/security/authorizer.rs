@@ -3,16 +3,13 @@
 //! `/v1/acls`, stored in a file that is reloaded when it changes). With authentication off,
 //! every caller is `anonymous` and everything is allowed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::acl::{AclRule, Decision, decide};
-use super::file::{SecurityFileError, Stamp, read_json, stamp, write_json};
+use super::file::{RecordFile, RecordFileFormat, SecurityFileError};
 use super::{Caller, Denied, Operation, Resource};
-
-const ACL_FILE_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,10 +20,31 @@ struct AclFile {
 
 impl Default for AclFile {
     fn default() -> Self {
+        Self::from_items(Vec::new())
+    }
+}
+
+impl RecordFileFormat for AclFile {
+    type Item = AclRule;
+    const VERSION: u32 = 1;
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn into_items(self) -> Vec<AclRule> {
+        self.acls
+    }
+
+    fn from_items(acls: Vec<AclRule>) -> Self {
         Self {
-            version: ACL_FILE_VERSION,
-            acls: Vec::new(),
+            version: Self::VERSION,
+            acls,
         }
+    }
+
+    fn check(rule: &AclRule) -> Result<(), String> {
+        rule.check()
     }
 }
 
@@ -36,9 +54,7 @@ pub struct Authorizer {
     enforcing: bool,
     super_users: Vec<String>,
     config_rules: Vec<AclRule>,
-    path: PathBuf,
-    stored: RwLock<(Vec<AclRule>, Stamp)>,
-    writing: Mutex<()>,
+    stored: RecordFile<AclFile>,
 }
 
 impl Authorizer {
@@ -54,14 +70,11 @@ impl Authorizer {
         super_users: Vec<String>,
         config_rules: Vec<AclRule>,
     ) -> Result<Self, SecurityFileError> {
-        let stored = load(path)?;
         Ok(Self {
             enforcing,
             super_users,
             config_rules,
-            path: path.to_path_buf(),
-            stored: RwLock::new(stored),
-            writing: Mutex::new(()),
+            stored: RecordFile::open(path)?,
         })
     }
 
@@ -80,8 +93,8 @@ impl Authorizer {
         {
             return true;
         }
-        let stored = self.stored.read();
-        let rules = self.config_rules.iter().chain(stored.0.iter());
+        let stored = self.stored.items();
+        let rules = self.config_rules.iter().chain(stored.iter());
         decide(rules, caller.principal(), operation, resource) == Decision::Allowed
     }
 
@@ -113,7 +126,7 @@ impl Authorizer {
 
     /// The rules managed through the API.
     pub fn stored_rules(&self) -> Vec<AclRule> {
-        self.stored.read().0.clone()
+        self.stored.items().to_vec()
     }
 
     /// Adds `rule`; `false` when an identical rule exists already.
@@ -121,7 +134,7 @@ impl Authorizer {
     /// # Errors
     /// The file write failed; nothing changed then.
     pub fn add(&self, rule: AclRule) -> Result<bool, SecurityFileError> {
-        self.update(|rules| {
+        self.stored.update(|rules| {
             if rules.contains(&rule) {
                 false
             } else {
@@ -137,7 +150,7 @@ impl Authorizer {
     /// The file write failed; nothing changed then.
     pub fn remove(&self, rule: &AclRule) -> Result<usize, SecurityFileError> {
         let mut removed = 0;
-        self.update(|rules| {
+        self.stored.update(|rules| {
             let before = rules.len();
             rules.retain(|r| r != rule);
             removed = before - rules.len();
@@ -151,51 +164,6 @@ impl Authorizer {
     /// # Errors
     /// An unreadable or invalid file: the rules loaded before stay in force.
     pub fn reload_if_changed(&self) -> Result<bool, SecurityFileError> {
-        if stamp(&self.path) == self.stored.read().1 {
-            return Ok(false);
-        }
-        let loaded = load(&self.path)?;
-        *self.stored.write() = loaded;
-        Ok(true)
+        self.stored.reload_if_changed()
     }
-
-    fn update(
-        &self,
-        change: impl FnOnce(&mut Vec<AclRule>) -> bool,
-    ) -> Result<bool, SecurityFileError> {
-        let _writing = self.writing.lock();
-        let (mut rules, _) = load(&self.path)?;
-        if !change(&mut rules) {
-            *self.stored.write() = (rules, stamp(&self.path));
-            return Ok(false);
-        }
-        let file = AclFile {
-            version: ACL_FILE_VERSION,
-            acls: rules.clone(),
-        };
-        write_json(&self.path, &file)?;
-        *self.stored.write() = (rules, stamp(&self.path));
-        Ok(true)
-    }
-}
-
-fn load(path: &Path) -> Result<(Vec<AclRule>, Stamp), SecurityFileError> {
-    let before = stamp(path);
-    let file: AclFile = read_json(path)?;
-    if file.version != ACL_FILE_VERSION {
-        return Err(SecurityFileError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "version {} (this server reads {ACL_FILE_VERSION})",
-                file.version
-            ),
-        });
-    }
-    for rule in &file.acls {
-        rule.check().map_err(|message| SecurityFileError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-    }
-    Ok((file.acls, before))
 }

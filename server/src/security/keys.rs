@@ -3,16 +3,13 @@
 //! the next request after the reload, one second at most, or at once on SIGHUP); keys made or
 //! revoked through the admin API take effect at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use super::Principal;
-use super::file::{SecurityFileError, Stamp, read_json, stamp, write_json};
+use super::file::{RecordFile, RecordFileFormat, SecurityFileError};
 use super::token;
-
-const KEY_FILE_VERSION: u32 = 1;
 
 /// One key as stored: never the token itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,9 +34,26 @@ struct KeyFile {
 
 impl Default for KeyFile {
     fn default() -> Self {
+        Self::from_items(Vec::new())
+    }
+}
+
+impl RecordFileFormat for KeyFile {
+    type Item = StoredKey;
+    const VERSION: u32 = 1;
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn into_items(self) -> Vec<StoredKey> {
+        self.keys
+    }
+
+    fn from_items(keys: Vec<StoredKey>) -> Self {
         Self {
-            version: KEY_FILE_VERSION,
-            keys: Vec::new(),
+            version: Self::VERSION,
+            keys,
         }
     }
 }
@@ -47,10 +61,7 @@ impl Default for KeyFile {
 /// The API keys the server accepts.
 #[derive(Debug)]
 pub struct KeyStore {
-    path: PathBuf,
-    keys: RwLock<(Vec<StoredKey>, Stamp)>,
-    /// Serializes read-modify-write of the file within this process.
-    writing: Mutex<()>,
+    file: RecordFile<KeyFile>,
 }
 
 impl KeyStore {
@@ -59,11 +70,8 @@ impl KeyStore {
     /// # Errors
     /// An unreadable or invalid file.
     pub fn open(path: &Path) -> Result<Self, SecurityFileError> {
-        let loaded = load(path)?;
         Ok(Self {
-            path: path.to_path_buf(),
-            keys: RwLock::new(loaded),
-            writing: Mutex::new(()),
+            file: RecordFile::open(path)?,
         })
     }
 
@@ -71,9 +79,8 @@ impl KeyStore {
     /// time, so the answer's timing says nothing about which keys exist.
     pub fn authenticate(&self, presented: &str) -> Option<Principal> {
         let hash = token::hash(presented);
-        let keys = self.keys.read();
         let mut found = None;
-        for key in &keys.0 {
+        for key in self.file.items().iter() {
             if token::hashes_equal(&key.sha256, &hash) {
                 found = Some(Principal::new(key.principal.clone()));
             }
@@ -83,7 +90,7 @@ impl KeyStore {
 
     /// Every key, without secrets.
     pub fn list(&self) -> Vec<StoredKey> {
-        self.keys.read().0.clone()
+        self.file.items().to_vec()
     }
 
     /// Makes a key for `principal`, stores its hash and returns the token (shown once).
@@ -104,7 +111,10 @@ impl KeyStore {
             sha256,
             created_at_ms: now_ms,
         };
-        self.update(|keys| keys.push(key.clone()))?;
+        self.file.update(|keys| {
+            keys.push(key.clone());
+            true
+        })?;
         Ok((key, token))
     }
 
@@ -113,13 +123,11 @@ impl KeyStore {
     /// # Errors
     /// The file write failed; the key then still works.
     pub fn revoke(&self, id: &str) -> Result<bool, SecurityFileError> {
-        let mut removed = false;
-        self.update(|keys| {
+        self.file.update(|keys| {
             let before = keys.len();
             keys.retain(|k| k.id != id);
-            removed = keys.len() != before;
-        })?;
-        Ok(removed)
+            keys.len() != before
+        })
     }
 
     /// Reads the file again if it changed since the last read; `true` when it did.
@@ -127,43 +135,8 @@ impl KeyStore {
     /// # Errors
     /// An unreadable or invalid file: the keys loaded before stay in force.
     pub fn reload_if_changed(&self) -> Result<bool, SecurityFileError> {
-        if stamp(&self.path) == self.keys.read().1 {
-            return Ok(false);
-        }
-        let loaded = load(&self.path)?;
-        *self.keys.write() = loaded;
-        Ok(true)
+        self.file.reload_if_changed()
     }
-
-    /// Applies `change` to the file's current content (another process may have written it)
-    /// and writes it back.
-    fn update(&self, change: impl FnOnce(&mut Vec<StoredKey>)) -> Result<(), SecurityFileError> {
-        let _writing = self.writing.lock();
-        let (mut keys, _) = load(&self.path)?;
-        change(&mut keys);
-        let file = KeyFile {
-            version: KEY_FILE_VERSION,
-            keys: keys.clone(),
-        };
-        write_json(&self.path, &file)?;
-        *self.keys.write() = (keys, stamp(&self.path));
-        Ok(())
-    }
-}
-
-fn load(path: &Path) -> Result<(Vec<StoredKey>, Stamp), SecurityFileError> {
-    let before = stamp(path);
-    let file: KeyFile = read_json(path)?;
-    if file.version != KEY_FILE_VERSION {
-        return Err(SecurityFileError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "version {} (this server reads {KEY_FILE_VERSION})",
-                file.version
-            ),
-        });
-    }
-    Ok((file.keys, before))
 }
 
 #[cfg(test)]

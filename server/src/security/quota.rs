@@ -60,14 +60,17 @@ impl Quotas {
         }
     }
 
+    fn quota_of(&self, principal: &Principal) -> Quota {
+        self.named
+            .get(principal.as_str())
+            .copied()
+            .unwrap_or(self.default)
+    }
+
     fn of(&self, principal: &Principal) -> Arc<Limiters> {
         let mut limiters = self.limiters.lock();
         let entry = limiters.entry(principal.clone()).or_insert_with(|| {
-            let quota = self
-                .named
-                .get(principal.as_str())
-                .copied()
-                .unwrap_or(self.default);
+            let quota = self.quota_of(principal);
             Arc::new(Limiters {
                 requests: limiter(quota.requests_per_second),
                 produce: limiter(quota.produce_bytes_per_second),
@@ -83,6 +86,10 @@ impl Quotas {
     /// # Errors
     /// Over the requests-per-second quota.
     pub fn request(&self, principal: &Principal) -> Result<(), QuotaExceeded> {
+        // Unlimited (the default) costs no lock on this per-request path.
+        if self.quota_of(principal).requests_per_second == 0 {
+            return Ok(());
+        }
         let limiters = self.of(principal);
         let limit = limiters.quota.requests_per_second;
         take(principal, "requests", limit, limiters.requests.as_ref(), 1)
@@ -94,6 +101,9 @@ impl Quotas {
     /// # Errors
     /// Over the produce quota.
     pub fn produce(&self, principal: &Principal, bytes: u64) -> Result<(), QuotaExceeded> {
+        if self.quota_of(principal).produce_bytes_per_second == 0 {
+            return Ok(());
+        }
         let limiters = self.of(principal);
         let limit = limiters.quota.produce_bytes_per_second;
         take(
@@ -111,11 +121,11 @@ impl Quotas {
     /// # Errors
     /// Over the fetch quota.
     pub fn fetch(&self, principal: &Principal, max_bytes: u64) -> Result<u64, QuotaExceeded> {
-        let limiters = self.of(principal);
-        let limit = limiters.quota.fetch_bytes_per_second;
-        if limiters.fetch.is_none() {
+        if self.quota_of(principal).fetch_bytes_per_second == 0 {
             return Ok(max_bytes);
         }
+        let limiters = self.of(principal);
+        let limit = limiters.quota.fetch_bytes_per_second;
         let capped = max_bytes.min(limit).max(1);
         take(
             principal,
