@@ -94,8 +94,8 @@ pub struct CreateTopicRequest {
     /// `message_timestamp_type`, `local_retention_ms`, `local_retention_bytes`,
     /// `remote_storage_enable`, `min_cleanable_dirty_ratio`, `index_interval_bytes`,
     /// `remote_upload_idle_ms`, `remote_object_lock_mode`, `remote_object_lock_days`). Values
-    /// are strings, numbers or booleans. Unknown keys are rejected; absent keys take the
-    /// default.
+    /// are strings, numbers or booleans. Unknown keys are rejected; absent keys, and keys
+    /// given as `null` (as in Kafka's CreateTopics), take the default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, ConfigValue>)]
     pub configs: BTreeMap<String, Value>,

@@ -292,3 +292,33 @@ async fn object_lock_configs_are_refused_on_the_local_folder_store_which_cannot_
     let listed = api.get_json("/v1/topics").await;
     assert!(!listed.to_string().contains("worm"), "nothing was created");
 }
+
+/// Kafka's CreateTopics takes a null config value as "use the default"; the document says so
+/// too, so a generated client that sends `null` and the server agree.
+#[tokio::test]
+async fn create_with_null_config_takes_the_default_as_documented() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+
+    let created = api
+        .create_topic_with(
+            "nulls",
+            1,
+            json!({"max_compaction_lag_ms": null, "retention_ms": 60_000}),
+        )
+        .await;
+    assert_eq!(created["configs"]["max_compaction_lag_ms"], i64::MAX);
+    assert_eq!(created["configs"]["retention_ms"], 60_000);
+
+    let document = api.get_json("/openapi.json").await;
+    let lag = &document["components"]["schemas"]["CreateTopicRequest"]["properties"]["configs"]["properties"]
+        ["max_compaction_lag_ms"]["type"];
+    assert_eq!(lag, &json!(["integer", "null"]), "create admits null");
+    let described = &document["components"]["schemas"]["TopicDescription"]["properties"]["configs"]
+        ["properties"]["max_compaction_lag_ms"]["type"];
+    assert_eq!(
+        described,
+        &json!("integer"),
+        "a description never shows null"
+    );
+}

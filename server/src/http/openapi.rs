@@ -72,11 +72,12 @@ use super::AppState;
 pub struct ApiDoc;
 
 /// The document: the annotations, plus what only the server knows exactly (every topic
-/// config key with its type and bounds, from `topics::config`), as JSON.
+/// config key with its type and bounds, from `topics::config`), as JSON. Requests take
+/// `null` for a key (its default); descriptions never show it.
 pub fn document() -> serde_json::Value {
     let mut value = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
     for (schema, nullable) in [
-        ("CreateTopicRequest", false),
+        ("CreateTopicRequest", true),
         ("TopicDescription", false),
         ("UpdateTopicConfigsRequest", true),
     ] {
