@@ -9,6 +9,7 @@ mod corruption;
 mod crash;
 mod disk_full;
 mod errors;
+mod generated_client;
 mod groups;
 mod health;
 mod idempotence;
