@@ -12,7 +12,7 @@ use crate::log::RecordBatch;
 
 /// Strata: a Kafka-style log service over HTTP.
 #[derive(Debug, Parser)]
-#[command(name = "strata", version, about)]
+#[command(name = "strata", version = crate::build_info::VERSION_LINE, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,14 +78,10 @@ enum AuthCommand {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        crate::logging::init(crate::config::LogFormat::Text, "info");
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(&args),
         Command::Openapi => {
@@ -208,6 +204,7 @@ fn probe(dir: &PathBuf, choice: IoBackendChoice) -> anyhow::Result<()> {
 
 fn serve(args: &ConfigArgs) -> anyhow::Result<()> {
     let config = Config::load(args)?;
+    crate::logging::init(config.log_format, &config.log_level);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

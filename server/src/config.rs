@@ -95,6 +95,30 @@ pub struct Config {
     pub quota: Quota,
     /// Quotas of named principals, replacing the default (TOML only).
     pub auth_quotas: std::collections::BTreeMap<String, Quota>,
+    /// Log lines as `text` (for people; colours only on a terminal) or `json` (one object per
+    /// line, for log pipelines).
+    pub log_format: LogFormat,
+    /// Log filter in `RUST_LOG` syntax (`info`, `strata_server=debug,info`); the `RUST_LOG`
+    /// variable, when set, wins.
+    pub log_level: String,
+    /// Share of requests that get an access log line: 1 = every request, 0 = none.
+    pub access_log_sample_rate: f64,
+    /// Serve `/metrics` (and keep counting); off, nothing is counted per request.
+    pub metrics_enabled: bool,
+    /// Label produce counters by topic; off, all topics share one series (for servers with
+    /// very many topics).
+    pub metrics_topic_labels: bool,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// Rates one principal may use; 0 means unlimited.
@@ -163,6 +187,11 @@ impl Default for Config {
             auth_quotas: std::collections::BTreeMap::new(),
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
+            log_format: LogFormat::Text,
+            log_level: "info".to_string(),
+            access_log_sample_rate: 1.0,
+            metrics_enabled: true,
+            metrics_topic_labels: true,
         }
     }
 }
@@ -279,6 +308,21 @@ pub struct ConfigArgs {
     /// Default fetch bytes per second per principal (0 = unlimited).
     #[arg(long, env = "STRATA_QUOTA_FETCH_BYTES_PER_SECOND")]
     pub quota_fetch_bytes_per_second: Option<u64>,
+    /// Log format: text or json.
+    #[arg(long, env = "STRATA_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter (RUST_LOG syntax; RUST_LOG itself wins).
+    #[arg(long, env = "STRATA_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Share of requests with an access log line (0 to 1).
+    #[arg(long, env = "STRATA_ACCESS_LOG_SAMPLE_RATE")]
+    pub access_log_sample_rate: Option<f64>,
+    /// Serve /metrics and count (true or false).
+    #[arg(long, env = "STRATA_METRICS_ENABLED")]
+    pub metrics_enabled: Option<bool>,
+    /// Label produce metrics by topic (true or false).
+    #[arg(long, env = "STRATA_METRICS_TOPIC_LABELS")]
+    pub metrics_topic_labels: Option<bool>,
 }
 
 /// Why the configuration cannot be used.
@@ -351,7 +395,12 @@ impl Config {
             tls_cert_file,
             tls_key_file,
             tls_client_ca_file,
-            tls_client_principal
+            tls_client_principal,
+            log_format,
+            log_level,
+            access_log_sample_rate,
+            metrics_enabled,
+            metrics_topic_labels
         );
         macro_rules! take_quota {
             ($($field:ident => $arg:ident),*) => { $( if let Some(value) = args.$arg { config.quota.$field = value; } )* };
@@ -478,6 +527,17 @@ impl Config {
         check(
             self.auth_mode != AuthMode::Mtls || !self.tls_client_ca_file.is_empty(),
             "auth_mode = mtls needs tls_client_ca_file (and tls_cert_file, tls_key_file)".into(),
+        );
+        check(
+            (0.0..=1.0).contains(&self.access_log_sample_rate),
+            "access_log_sample_rate must be between 0 and 1".into(),
+        );
+        check(
+            tracing_subscriber::EnvFilter::try_new(&self.log_level).is_ok(),
+            format!(
+                "log_level {:?} is not a valid filter (examples: info, strata_server=debug,warn)",
+                self.log_level
+            ),
         );
         for rule in &self.auth_acls {
             if let Err(reason) = rule.check() {

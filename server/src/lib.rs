@@ -4,6 +4,7 @@
 //! and benchmarks use exactly the code the binary runs.
 
 pub mod broker;
+pub mod build_info;
 pub mod cleaner;
 pub mod cli;
 pub mod clock;
@@ -13,6 +14,8 @@ pub mod http;
 pub mod io;
 pub mod limits;
 pub mod log;
+pub mod logging;
+pub mod metrics;
 pub mod names;
 pub mod producers;
 pub mod security;

@@ -153,12 +153,25 @@ pub async fn build_state(
         keys,
         quotas: Arc::new(Quotas::new(config.quota, config.auth_quotas.clone())),
     }));
+    status.watch_partitions(Arc::clone(broker.catalog()));
+    let metrics = config.metrics_enabled.then(|| {
+        Arc::new(crate::metrics::Exporter::new(
+            Arc::clone(io.stats()),
+            probe.backend.to_string(),
+        ))
+    });
+    let http_stats = Arc::new(crate::http::observe::HttpStats::new(
+        config.metrics_enabled,
+        config.access_log_sample_rate,
+    ));
     Ok(AppState {
         broker,
         config,
         io_backend: probe.backend.to_string(),
         shutdown,
         status,
+        http_stats,
+        metrics,
     })
 }
 

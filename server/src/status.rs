@@ -13,6 +13,7 @@ use strata_openapi::Readiness;
 
 use crate::io::IoStats;
 use crate::limits::DISK_FULL_CLEAR_BYTES;
+use crate::topics::catalog::Catalog;
 
 /// Where the server is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,7 @@ pub enum Phase {
 pub struct ServerStatus {
     phase: RwLock<Phase>,
     io: OnceLock<(Arc<IoStats>, PathBuf)>,
+    catalog: OnceLock<Arc<Catalog>>,
 }
 
 impl Default for ServerStatus {
@@ -52,6 +54,7 @@ impl ServerStatus {
                 reason: "starting: opening the data directory".to_string(),
             }),
             io: OnceLock::new(),
+            catalog: OnceLock::new(),
         }
     }
 
@@ -82,6 +85,27 @@ impl ServerStatus {
     /// The disk layer whose writes tell whether the data disk `data_dir` is full.
     pub fn watch_disk(&self, stats: Arc<IoStats>, data_dir: PathBuf) {
         let _ = self.io.set((stats, data_dir));
+    }
+
+    /// The partitions whose poisoning (a failed fdatasync) makes the server not ready.
+    pub fn watch_partitions(&self, catalog: Arc<Catalog>) {
+        let _ = self.catalog.set(catalog);
+    }
+
+    /// The first poisoned partition and why, if any.
+    fn poisoned_partition(&self) -> Option<String> {
+        let catalog = self.catalog.get()?;
+        catalog.list().iter().find_map(|topic| {
+            topic
+                .partitions()
+                .iter()
+                .enumerate()
+                .find_map(|(number, partition)| {
+                    partition
+                        .poisoned()
+                        .map(|reason| format!("{}/{number}: {reason}", topic.name()))
+                })
+        })
     }
 
     /// The current phase.
@@ -121,6 +145,15 @@ impl ServerStatus {
                     }
                     stats.clear_disk_full();
                 }
+                if let Some(poisoned) = self.poisoned_partition() {
+                    return not_ready(
+                        "poisoned",
+                        format!(
+                            "partition {poisoned}; it refuses appends until the server restarts \
+                             and recovers it"
+                        ),
+                    );
+                }
                 Readiness {
                     ready: true,
                     status: "ready".to_string(),
@@ -128,5 +161,60 @@ impl ServerStatus {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::io::{FaultPlan, Io, IoBackendChoice};
+    use crate::log::batch::{BatchOptions, NewRecord, encode_batch};
+    use crate::log::{Acks, AppendError, RecordBatch};
+    use crate::names::TopicName;
+
+    fn batch() -> RecordBatch {
+        let record = NewRecord {
+            timestamp: 1,
+            key: None,
+            value: Some(bytes::Bytes::from_static(b"v")),
+            headers: Vec::new(),
+        };
+        let bytes = encode_batch(&BatchOptions::default(), &[record]).unwrap();
+        RecordBatch::decode_exact(bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_poisoned_partition_makes_the_server_not_ready_and_says_which() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let faults = Arc::new(FaultPlan::new());
+        let clock: Arc<dyn crate::clock::Clock> = ManualClock::new(0);
+        let catalog = Catalog::open(dir.path(), io.with_faults(Arc::clone(&faults)), clock, 8)
+            .await
+            .unwrap();
+        let catalog = Arc::new(catalog);
+        let name = TopicName::parse("orders").unwrap();
+        let topic = catalog.create(&name, 2, &BTreeMap::new()).await.unwrap();
+        let status = ServerStatus::new();
+        status.set_ready();
+        status.watch_partitions(Arc::clone(&catalog));
+        assert!(status.is_ready());
+
+        faults.fail_syncs(libc::EIO, 1);
+        let partition = topic.partition(1).unwrap();
+        let appended = partition.append(vec![batch()], Acks::All).await;
+        assert!(
+            matches!(appended, Err(AppendError::Poisoned { .. })),
+            "{appended:?}"
+        );
+        let readiness = status.readiness();
+        assert!(!readiness.ready);
+        assert_eq!(readiness.status, "poisoned");
+        let reason = readiness.reason.unwrap();
+        assert!(reason.contains("orders/1"), "{reason}");
+        assert!(reason.contains("fdatasync"), "{reason}");
     }
 }

@@ -18,7 +18,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("log/recovery.rs", "recover", 86),
     ("log/batch.rs", "parse_record", 86),
     ("log/recovery.rs", "load_trusted", 83),
-    ("log/writer.rs", "run", 82),
     ("log/compaction/rewrite.rs", "write_group", 80),
     ("log/batch.rs", "decode_first", 73),
 ];

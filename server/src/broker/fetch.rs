@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::error::{FetchError, ListOffsetsError, OffsetOutOfRange};
 use super::reader::{PartitionReader, ReaderError};
+use super::stats;
 use super::{Broker, ReaderOpenError};
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
 use crate::log::batch::BatchError;
@@ -175,10 +176,17 @@ impl Broker {
         let mut offsets = reader.subscribe();
         let mut shutdown = self.shutdown.clone();
         let arrived = offsets.wait_for(|o: &LogOffsets| o.high_watermark > offset);
-        tokio::select! {
-            _ = tokio::time::timeout(wait, arrived) => {}
-            _ = shutdown.wait_for(|stopping| *stopping) => {}
-        }
+        let reason = tokio::select! {
+            arrived = tokio::time::timeout(wait, arrived) => match arrived {
+                Ok(Ok(_)) => "data",
+                _ => "timeout",
+            },
+            _ = shutdown.wait_for(|stopping| *stopping) => "shutdown",
+        };
+        self.stats
+            .long_poll_wakeups
+            .get_or_create(&stats::WakeLabel { reason })
+            .inc();
     }
 
     /// Offsets of a partition as readers see them, plus for tiered topics the local log start

@@ -542,6 +542,18 @@ impl Broker {
     ) -> Result<Vec<PartitionLagView>, GroupOpError> {
         self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
+        self.lag_of(group, |topic| {
+            self.may(caller, Operation::Describe, &Resource::topic(topic))
+        })
+        .await
+    }
+
+    /// The lag of `group` on the partitions of the topics `visible` admits.
+    pub(super) async fn lag_of(
+        &self,
+        group: &str,
+        visible: impl Fn(&str) -> bool,
+    ) -> Result<Vec<PartitionLagView>, GroupOpError> {
         let now = self.clock.now_ms();
         let committed = self.offsets.committed(group);
         let subscriptions = self.coordinator.subscriptions(group);
@@ -553,7 +565,7 @@ impl Broker {
         }
         let mut partitions = Vec::new();
         for (topic, partition) in wanted {
-            if !self.may(caller, Operation::Describe, &Resource::topic(&topic)) {
+            if !visible(&topic) {
                 continue;
             }
             let Some(found) = self.catalog.get(&topic) else {
@@ -599,9 +611,7 @@ impl Broker {
 
     /// Every group with members or committed offsets that `caller` may describe.
     pub fn list_groups(&self, caller: &Caller) -> Vec<GroupListing> {
-        let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
-        names.extend(self.coordinator.groups());
-        names
+        self.group_names()
             .into_iter()
             .filter(|group| self.may(caller, Operation::Describe, &Resource::group(group)))
             .map(|group| GroupListing {
@@ -624,6 +634,13 @@ impl Broker {
         self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
         Ok(self.coordinator.describe(group))
+    }
+
+    /// Every group with members or committed offsets.
+    pub(super) fn group_names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.offsets.groups().into_iter().collect();
+        names.extend(self.coordinator.groups());
+        names
     }
 
     fn known_group(&self, group: &str) -> Result<(), GroupOpError> {

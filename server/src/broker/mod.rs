@@ -14,8 +14,10 @@ pub mod delete_records;
 pub mod error;
 pub mod fetch;
 pub mod groups;
+pub mod observe;
 pub mod produce;
 pub mod reader;
+pub mod stats;
 pub mod topics;
 
 use std::sync::Arc;
@@ -66,6 +68,8 @@ pub struct Broker {
     quotas: Arc<Quotas>,
     /// Open streams and long polls per principal.
     streams: StreamSlots,
+    /// Counters for `/metrics`.
+    stats: stats::BrokerStats,
     /// Varies the sticky partition of keyless records from one request to the next, so keyless
     /// traffic spreads over the partitions (one counter per broker, not a process global, so
     /// two servers in one process do not share it).
@@ -104,6 +108,7 @@ impl Broker {
     /// A broker over these parts.
     pub fn new(parts: BrokerParts) -> Self {
         let streams = usize::try_from(parts.config.max_streams_per_principal).unwrap_or(usize::MAX);
+        let stats = stats::BrokerStats::new(parts.config.metrics_topic_labels);
         Self {
             catalog: parts.catalog,
             tiering: parts.tiering,
@@ -118,7 +123,18 @@ impl Broker {
             keys: parts.keys,
             quotas: parts.quotas,
             streams: StreamSlots::new(streams),
+            stats,
         }
+    }
+
+    /// The broker's counters, for `/metrics`.
+    pub fn stats(&self) -> &stats::BrokerStats {
+        &self.stats
+    }
+
+    /// Open SSE streams and long polls, all principals together.
+    pub fn open_streams(&self) -> usize {
+        self.streams.open_total()
     }
 
     /// Access decisions (the ACL admin API manages its rules).

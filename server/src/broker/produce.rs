@@ -127,6 +127,7 @@ impl Broker {
         let config = topic.config();
         let mut appends = Vec::with_capacity(groups.len());
         let mut slots = Vec::with_capacity(groups.len());
+        let mut bytes = 0;
         for (partition, records) in groups {
             let options = batch_options(&config, request.producer.as_ref(), partition)?;
             // Each record's index in the request and its timestamp, for the answer.
@@ -136,6 +137,7 @@ impl Broker {
                 .unzip();
             let batch = RecordBatch::encode(&options, &new)
                 .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
+            bytes += batch.len() as u64;
             let log = local_partition(topic, partition)?;
             appends.push(append_one(
                 log,
@@ -162,6 +164,10 @@ impl Broker {
                     });
                 }
             }
+        }
+        if !duplicate {
+            self.stats
+                .appended(topic.name(), record_count as u64, bytes);
         }
         Ok(Produced {
             positions: positions.into_iter().flatten().collect(),
@@ -252,6 +258,7 @@ impl Broker {
                     .map_err(|e| ProduceError::BadRecordBatch(format!("cannot recompress: {e}")))?;
             }
         }
+        let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
         let acks = log.append_if(batches, acks, expected_offset).await?;
         let mut positions = Vec::new();
         let mut duplicate = false;
@@ -265,6 +272,10 @@ impl Broker {
                     timestamp,
                 });
             }
+        }
+        if !duplicate {
+            self.stats
+                .appended(topic.name(), positions.len() as u64, bytes);
         }
         Ok(Produced {
             positions,

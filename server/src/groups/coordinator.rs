@@ -238,6 +238,17 @@ pub struct Coordinator {
     groups: Mutex<BTreeMap<String, Group>>,
     ids: RandomState,
     joins: std::sync::atomic::AtomicU64,
+    /// Members evicted since start, by cause (for `/metrics`).
+    evictions: EvictionCounts,
+}
+
+/// Members evicted since start, by cause.
+#[derive(Debug, Default)]
+pub struct EvictionCounts {
+    /// No heartbeat within `session_timeout_ms`.
+    pub session_timeout: std::sync::atomic::AtomicU64,
+    /// No fetch within `max_poll_interval_ms`.
+    pub max_poll_interval: std::sync::atomic::AtomicU64,
 }
 
 impl Coordinator {
@@ -249,7 +260,13 @@ impl Coordinator {
             groups: Mutex::new(BTreeMap::new()),
             ids: RandomState::new(),
             joins: std::sync::atomic::AtomicU64::new(0),
+            evictions: EvictionCounts::default(),
         }
+    }
+
+    /// Members evicted since start, by cause.
+    pub fn eviction_counts(&self) -> &EvictionCounts {
+        &self.evictions
     }
 
     /// Adds a member (or replaces a static member with the same instance id) and returns its
@@ -541,6 +558,12 @@ impl Coordinator {
                 continue;
             }
             for (member_id, reason) in reasons {
+                let counter = if reason.starts_with("session timeout") {
+                    &self.evictions.session_timeout
+                } else {
+                    &self.evictions.max_poll_interval
+                };
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 remove_member(group, &member_id);
                 group.evictions.push_back(Eviction {
                     member_id: member_id.clone(),

@@ -19,6 +19,7 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         if state.config.auth_mode == AuthMode::None {
             let caller = Caller::authenticated(Principal::anonymous());
+            remember_principal(parts, &caller);
             state.broker.admit_request(&caller)?;
             return Ok(caller);
         }
@@ -34,8 +35,16 @@ impl FromRequestParts<AppState> for Caller {
         let caller = principal
             .map(Caller::authenticated)
             .ok_or_else(unauthenticated)?;
+        remember_principal(parts, &caller);
         state.broker.admit_request(&caller)?;
         Ok(caller)
+    }
+}
+
+/// Leaves the principal where the access log finds it.
+fn remember_principal(parts: &Parts, caller: &Caller) {
+    if let Some(slot) = parts.extensions.get::<super::observe::PrincipalSlot>() {
+        let _ = slot.0.set(caller.principal().to_string());
     }
 }
 

@@ -95,6 +95,8 @@ impl IntoResponse for ApiError {
         let code = self.body.error.code;
         let explicit = self.retry_after;
         let mut response = (status, axum::Json(self.body)).into_response();
+        // For the error counter and the access log (http/observe.rs).
+        response.extensions_mut().insert(code);
         // Retryable answers say when: a full disk needs an operator or a retention pass.
         let retry_after = match code {
             _ if explicit.is_some() => explicit,

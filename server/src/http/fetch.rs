@@ -139,11 +139,18 @@ pub async fn fetch(
     }
     broker.wait_for_data(&reader, offset, bounds.wait).await;
     drop(slot);
+    let stats = &state.http_stats;
     match format {
-        Format::Ndjson => Ok(ndjson(read_page(&reader, &request).await?)),
-        Format::Batches => batches(&reader, offset, bounds.max_bytes).await,
+        Format::Ndjson => {
+            let page = read_page(&reader, &request).await?;
+            page.count(stats, "ndjson");
+            Ok(ndjson(page))
+        }
+        Format::Batches => batches(&reader, offset, bounds.max_bytes, stats).await,
         Format::Json | Format::Sse => {
-            Ok(axum::Json(read_page(&reader, &request).await?.response).into_response())
+            let page = read_page(&reader, &request).await?;
+            page.count(stats, "json");
+            Ok(axum::Json(page.response).into_response())
         }
     }
 }
@@ -176,6 +183,16 @@ pub(crate) struct Page {
     /// Set when a batch after the returned records failed: the next read at
     /// `response.next_offset` gets this error.
     pub(crate) stopped_by: Option<ApiError>,
+    /// Key and value bytes of the records, for the fetch byte counters.
+    pub(crate) payload_bytes: u64,
+}
+
+impl Page {
+    /// Counts the page as served in `format`.
+    pub(crate) fn count(&self, stats: &super::observe::HttpStats, format: &'static str) {
+        let records = self.response.records.len() as u64;
+        stats.fetched(format, records, self.payload_bytes);
+    }
 }
 
 /// Reads records (see [`read_records`]) and shapes them for the answer.
@@ -202,7 +219,14 @@ pub(crate) fn page(partition: u32, read: RecordsRead, format: ValueFormat) -> Pa
         .iter()
         .map(|record| to_fetched_record(partition, record, format))
         .collect();
+    let length = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+    let payload_bytes = read
+        .records
+        .iter()
+        .map(|r| length(&r.key) + length(&r.value))
+        .sum();
     Page {
+        payload_bytes,
         response: FetchResponse {
             records,
             next_offset: read.next_offset,
@@ -217,8 +241,11 @@ async fn batches(
     reader: &PartitionReader,
     offset: u64,
     max_bytes: u64,
+    stats: &super::observe::HttpStats,
 ) -> Result<Response, ApiError> {
     let slice = reader.read(offset, max_bytes).await?;
+    let records = slice.next_offset.saturating_sub(slice.first_offset);
+    stats.fetched("record_batches", records, slice.data.len() as u64);
     let mut response = Response::new(Body::from(slice.data));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(RECORD_BATCHES));

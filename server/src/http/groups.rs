@@ -210,7 +210,30 @@ pub async fn member_fetch(
         .read_for_member(&caller, &group, &member, grant, bounds)
         .await?;
     drop(slot);
-    Ok(Json(member_response(read, &query)).into_response())
+    let response = member_response(read, &query);
+    let bytes = response
+        .records
+        .iter()
+        .map(|r| json_payload_bytes(&r.record))
+        .sum();
+    let records = response.records.len() as u64;
+    state.http_stats.fetched("member", records, bytes);
+    Ok(Json(response).into_response())
+}
+
+/// Key and value bytes of a record in the API's shape (as answered: base64 or text).
+fn json_payload_bytes(record: &strata_openapi::FetchedRecord) -> u64 {
+    let key = record
+        .key
+        .as_ref()
+        .or(record.key_base64.as_ref())
+        .map_or(0, String::len);
+    let value = match &record.value {
+        Some(serde_json::Value::String(text)) => text.len(),
+        Some(serde_json::Value::Null) | None => 0,
+        Some(other) => other.to_string().len(),
+    };
+    (key + value) as u64
 }
 
 /// What a member read can answer with.

@@ -17,6 +17,7 @@ pub mod extract;
 pub mod fetch;
 pub mod groups;
 pub mod health;
+pub mod observe;
 pub mod offsets;
 pub mod openapi;
 pub mod paths;
@@ -57,6 +58,10 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// What `/readyz` reports.
     pub status: Arc<crate::status::ServerStatus>,
+    /// Request and fetch counters (registered in `metrics`).
+    pub http_stats: Arc<observe::HttpStats>,
+    /// What `/metrics` exports; `None` with `metrics_enabled = false`.
+    pub metrics: Option<Arc<crate::metrics::Exporter>>,
 }
 
 impl AppState {
@@ -106,6 +111,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route(paths::HEALTHZ, get(health::healthz))
         .route(paths::READYZ, get(health::readyz))
+        .route(paths::METRICS, get(crate::metrics::serve))
         .route(
             paths::TOPICS,
             post(topics::create_topic).get(topics::list_topics),
@@ -160,6 +166,10 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(cors(&state.config))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.http_stats),
+            observe::observe,
+        ))
         .with_state(state)
 }
 

@@ -5,6 +5,8 @@
 pub const HEALTHZ: &str = "/healthz";
 /// Readiness.
 pub const READYZ: &str = "/readyz";
+/// Prometheus metrics.
+pub const METRICS: &str = "/metrics";
 /// Topics: create, list.
 pub const TOPICS: &str = "/v1/topics";
 /// One topic: describe, delete.

@@ -163,6 +163,7 @@ pub(crate) fn partition_stream(
             };
             match read {
                 Ok(read) => {
+                    read.count(&state.http_stats, "sse");
                     next = read.response.next_offset;
                     if !read.response.records.is_empty()
                         && let Some(event) = records_event(&read)

@@ -267,6 +267,9 @@ impl IoOp {
 pub struct IoStats {
     ops: [AtomicU64; 9],
     errors: AtomicU64,
+    /// Failed operations by the name the error carries (`fdatasync`, `writev`, ...); errors
+    /// are rare, so a locked map costs nothing on the paths that succeed.
+    errors_by_op: parking_lot::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     bytes_written: AtomicU64,
     bytes_read: AtomicU64,
     bytes_zero_copy: AtomicU64,
@@ -350,8 +353,18 @@ impl IoStats {
         self.ops[op.index()].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn error(&self) {
+    pub(crate) fn error(&self, op: &'static str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.errors_by_op.lock().entry(op).or_insert(0) += 1;
+    }
+
+    /// Failed operations by operation name, since start.
+    pub fn errors_by_op(&self) -> Vec<(&'static str, u64)> {
+        self.errors_by_op
+            .lock()
+            .iter()
+            .map(|(op, n)| (*op, *n))
+            .collect()
     }
 
     pub(crate) fn written(&self, n: u64) {
@@ -564,7 +577,7 @@ impl Io {
 
     #[cfg(any(test, feature = "test-util"))]
     fn injected(&self, op: &'static str, path: &Path, errno: i32) -> IoError {
-        self.stats.error();
+        self.stats.error(op);
         IoError::new(op, path, std::io::Error::from_raw_os_error(errno))
     }
 

@@ -50,7 +50,7 @@ impl SyncIo {
             let _permit = permit;
             let r = f(&stats);
             if r.is_err() {
-                stats.error();
+                stats.error(op);
             }
             r
         })

@@ -717,12 +717,12 @@ impl Driver {
         drop(rx); // later sends fail at once; queued messages drop their reply senders.
         for (_, op) in ops.iter_mut() {
             if let Some(reply) = op.reply.take() {
-                stats.error();
+                stats.error("io_uring");
                 let _ = reply.send(Err(dead()));
             }
         }
         for (_, reply) in backlog {
-            stats.error();
+            stats.error("io_uring");
             let _ = reply.send(Err(dead()));
         }
         std::mem::forget(ops);
@@ -856,8 +856,8 @@ impl Driver {
     }
 
     fn finish(&self, reply: Reply, out: Result<Outcome, Failure>) {
-        if out.is_err() {
-            self.stats.error();
+        if let Err(failure) = &out {
+            self.stats.error(failure.op);
         }
         // A dropped receiver (abandoned future) is fine: an opened fd is closed on drop.
         let _ = reply.send(out);

@@ -78,6 +78,7 @@ pub mod segment;
 pub mod segment_state;
 pub mod segments;
 mod shared;
+pub mod stats;
 pub mod time_index;
 pub mod types;
 pub mod varint;

@@ -114,6 +114,7 @@ impl Partition {
             segments: RwLock::new(recovered.segments),
             offsets: watch::Sender::new(offsets),
             contiguous: std::sync::atomic::AtomicBool::new(contiguous),
+            poisoned: RwLock::new(None),
         });
         let (commands, receiver) = mpsc::channel(config.append_queue_depth);
         let writer = Writer::new(Arc::clone(&shared), recovered.meta, recovered.producers);
@@ -182,6 +183,7 @@ impl Partition {
             acks,
             expected_offset,
             reply,
+            enqueued: enqueued_now(),
         };
         self.commands.try_send(command).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => AppendError::Busy,
@@ -401,6 +403,11 @@ impl Partition {
         Ok(())
     }
 
+    /// Why the partition refuses appends, if a failed fdatasync poisoned it.
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.read().clone()
+    }
+
     /// Current offsets.
     pub fn offsets(&self) -> LogOffsets {
         *self.shared.offsets.borrow()
@@ -576,4 +583,11 @@ impl Drop for Partition {
             handle.abort();
         }
     }
+}
+
+/// When an append enters its writer's queue, for the queue-wait histogram.
+// A duration measurement for metrics, not a clock reading that decides anything.
+#[allow(clippy::disallowed_methods)]
+fn enqueued_now() -> std::time::Instant {
+    std::time::Instant::now()
 }

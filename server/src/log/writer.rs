@@ -10,7 +10,7 @@
 //! as written (PostgreSQL's "fsyncgate").
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
@@ -23,6 +23,7 @@ use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
 use super::recovery::SNAPSHOT_SUFFIX;
 use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
 use super::shared::Shared;
+use super::stats::{AcksLabel, WRITER};
 use super::types::{Acks, BatchAck, LogOffsets};
 use futures::future::BoxFuture;
 
@@ -36,6 +37,8 @@ pub(crate) enum Command {
         acks: Acks,
         expected_offset: Option<u64>,
         reply: AppendReply,
+        /// When the request entered the queue (for the queue-wait histogram).
+        enqueued: Instant,
     },
     Roll {
         reply: oneshot::Sender<Result<(), AppendError>>,
@@ -90,6 +93,7 @@ struct Pending {
     expected_offset: Option<u64>,
     reply: AppendReply,
     bytes: u64,
+    enqueued: Instant,
 }
 
 /// What happens to one batch of a request, decided before the write.
@@ -151,33 +155,10 @@ impl Writer {
                     acks,
                     expected_offset,
                     reply,
+                    enqueued,
                 } => {
-                    let mut round = vec![pending(batches, acks, expected_offset, reply)];
-                    let mut round_bytes = round[0].bytes;
-                    // Let appenders that are already runnable enqueue before the round is cut:
-                    // one pass of the scheduler (microseconds) against a round that costs an
-                    // fsync (hundreds of microseconds), so rounds fill up instead of alternating
-                    // between a lone request and the rest.
-                    tokio::task::yield_now().await;
-                    while round_bytes < self.shared.config.read().max_round_bytes {
-                        match commands.try_recv() {
-                            Ok(Command::Append {
-                                batches,
-                                acks,
-                                expected_offset,
-                                reply,
-                            }) => {
-                                let next = pending(batches, acks, expected_offset, reply);
-                                round_bytes += next.bytes;
-                                round.push(next);
-                            }
-                            Ok(other) => {
-                                deferred = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
-                    }
+                    let first = pending(batches, acks, expected_offset, reply, enqueued);
+                    let round = self.gather_round(first, &mut commands, &mut deferred).await;
                     self.append_round(round).await;
                 }
                 Command::Roll { reply } => {
@@ -205,6 +186,45 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// The round `first` opens: every append already queued behind it, up to
+    /// `max_round_bytes`; any other command waits in `deferred` until the round is written.
+    async fn gather_round(
+        &self,
+        first: Pending,
+        commands: &mut mpsc::Receiver<Command>,
+        deferred: &mut Option<Command>,
+    ) -> Vec<Pending> {
+        let mut round_bytes = first.bytes;
+        let mut round = vec![first];
+        // Let appenders that are already runnable enqueue before the round is cut:
+        // one pass of the scheduler (microseconds) against a round that costs an
+        // fsync (hundreds of microseconds), so rounds fill up instead of alternating
+        // between a lone request and the rest.
+        tokio::task::yield_now().await;
+        while round_bytes < self.shared.config.read().max_round_bytes {
+            match commands.try_recv() {
+                Ok(Command::Append {
+                    batches,
+                    acks,
+                    expected_offset,
+                    reply,
+                    enqueued,
+                }) => {
+                    let next = pending(batches, acks, expected_offset, reply, enqueued);
+                    round_bytes += next.bytes;
+                    round.push(next);
+                }
+                Ok(other) => {
+                    *deferred = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        record_round(&round, round_bytes);
+        round
     }
 
     /// Writes a round, rolling between requests when the active segment is full.
@@ -285,6 +305,7 @@ impl Writer {
                     plan.push(Planned::Write { batch, ack });
                 }
                 Ok(SequenceCheck::Duplicate(ack)) => {
+                    WRITER.duplicates.inc();
                     plan.push(Planned::Duplicate(BatchAck {
                         duplicate: true,
                         ..ack
@@ -352,17 +373,7 @@ impl Writer {
             }
         }
         let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
-        // With only acks=all requests, write and fdatasync go to the I/O layer as one operation
-        // (one round trip to the ring thread instead of two).
-        let write = if buffers.is_empty() {
-            Ok(())
-        } else if leader_acks {
-            io.write_at(segment.log_file(), snapshot.durable_size, buffers)
-                .await
-        } else {
-            io.write_at_and_sync(segment.log_file(), snapshot.durable_size, buffers)
-                .await
-        };
+        let write = write_buffers(&io, segment, snapshot.durable_size, buffers, leader_acks).await;
         if let Err(error) = write {
             if error.op == "fdatasync" {
                 let reason = format!("fdatasync failed: {error}");
@@ -398,7 +409,7 @@ impl Writer {
         }
         if leader_acks
             && !appended.is_empty()
-            && let Err(error) = io.sync_data(segment.log_file()).await
+            && let Err(error) = timed_sync(&io, segment).await
         {
             let reason = format!("fdatasync failed: {error}");
             self.poison(reason.clone());
@@ -432,6 +443,7 @@ impl Writer {
 
     fn poison(&mut self, reason: String) {
         tracing::error!(dir = %self.shared.dir.display(), %reason, "partition poisoned");
+        *self.shared.poisoned.write() = Some(reason.clone());
         self.poisoned = Some(reason);
     }
 
@@ -571,11 +583,29 @@ impl Writer {
     }
 }
 
+/// Counts a round as it starts: its size and, per request, the time it waited in the queue.
+// A duration measurement for metrics, not a clock reading that decides anything.
+#[allow(clippy::disallowed_methods)]
+fn record_round(round: &[Pending], bytes: u64) {
+    WRITER.round_requests.observe(round.len() as f64);
+    WRITER.round_bytes.observe(bytes as f64);
+    let now = Instant::now();
+    for request in round {
+        WRITER.observe("queue", now.saturating_duration_since(request.enqueued));
+        let acks = match request.acks {
+            Acks::All => "all",
+            Acks::Leader => "leader",
+        };
+        WRITER.requests.get_or_create(&AcksLabel { acks }).inc();
+    }
+}
+
 fn pending(
     batches: Vec<RecordBatch>,
     acks: Acks,
     expected_offset: Option<u64>,
     reply: AppendReply,
+    enqueued: Instant,
 ) -> Pending {
     let bytes = batches.iter().map(|b| b.len() as u64).sum();
     Pending {
@@ -584,7 +614,50 @@ fn pending(
         expected_offset,
         reply,
         bytes,
+        enqueued,
     }
+}
+
+/// The start of a duration measured for metrics.
+// A duration measurement for metrics, not a clock reading that decides anything.
+#[allow(clippy::disallowed_methods)]
+fn now_for_metrics() -> Instant {
+    Instant::now()
+}
+
+/// The round's bytes at `position`: a plain write when `acks=leader` requests are answered
+/// after it, else write and fdatasync as one operation (one round trip to the ring thread
+/// instead of two). Each is timed for the stage histogram.
+async fn write_buffers(
+    io: &crate::io::Io,
+    segment: &Segment,
+    position: u64,
+    buffers: Vec<Bytes>,
+    leader_acks: bool,
+) -> Result<(), crate::io::IoError> {
+    if buffers.is_empty() {
+        return Ok(());
+    }
+    let started = now_for_metrics();
+    if leader_acks {
+        let write = io.write_at(segment.log_file(), position, buffers).await;
+        WRITER.observe("write", started.elapsed());
+        write
+    } else {
+        let write = io
+            .write_at_and_sync(segment.log_file(), position, buffers)
+            .await;
+        WRITER.observe("write_fsync", started.elapsed());
+        write
+    }
+}
+
+/// The fdatasync after a write that `acks=leader` requests were answered after.
+async fn timed_sync(io: &crate::io::Io, segment: &Segment) -> Result<(), crate::io::IoError> {
+    let started = now_for_metrics();
+    let result = io.sync_data(segment.log_file()).await;
+    WRITER.observe("fsync", started.elapsed());
+    result
 }
 
 /// How many offsets a batch occupies: `lastOffsetDelta + 1` (validated to be >= 1 on append).

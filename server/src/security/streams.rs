@@ -42,6 +42,11 @@ impl StreamSlots {
         }
     }
 
+    /// Slots held now, all principals together.
+    pub fn open_total(&self) -> usize {
+        self.open.lock().values().sum()
+    }
+
     /// A slot for `principal`.
     ///
     /// # Errors

@@ -11,6 +11,7 @@ pub mod cold;
 pub mod remote_log;
 pub mod restore;
 mod retention;
+pub mod stats;
 pub mod sync;
 mod upload;
 
@@ -182,6 +183,8 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
+    /// Counters for `/metrics`.
+    stats: stats::TieringStats,
 }
 
 impl std::fmt::Debug for Tiering {
@@ -266,12 +269,42 @@ impl Tiering {
             settings,
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
+            stats: stats::TieringStats::default(),
         }))
     }
 
     /// Period of the background sweep.
     pub fn interval_ms(&self) -> u64 {
         self.settings.interval_ms
+    }
+
+    /// Upload, manifest and delete counters.
+    pub fn stats(&self) -> &stats::TieringStats {
+        &self.stats
+    }
+
+    /// Age in ms (by its newest record) of the oldest closed segment of `partition` that is not
+    /// in the bucket yet; `None` when nothing waits or the partition's manifest is not loaded
+    /// (it loads on the first sweep). Reads only what is in memory.
+    pub fn upload_lag_ms(
+        &self,
+        topic: &str,
+        number: u32,
+        partition: &crate::log::Partition,
+        now_ms: i64,
+    ) -> Option<i64> {
+        let remote = self
+            .partitions
+            .lock()
+            .get(&(topic.to_string(), number))
+            .cloned()?;
+        let uploaded_end = remote.manifest().next_offset();
+        partition
+            .closed_segments()
+            .into_iter()
+            .find(|s| s.end_offset > uploaded_end && s.snapshot.durable_size > 0)
+            .and_then(|s| s.snapshot.max_timestamp)
+            .map(|newest| now_ms.saturating_sub(newest).max(0))
     }
 
     /// Cold-read cache statistics.
@@ -325,6 +358,7 @@ impl Tiering {
             }
             _ => strata_tiering::store::delete_if_exists(self.objects.as_ref(), key).await?,
         }
+        stats::TieringStats::add(&self.stats.remote_deletes, 1);
         Ok(())
     }
 

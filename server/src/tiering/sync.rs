@@ -14,6 +14,7 @@ use serde_json::Value;
 use strata_tiering::layout::{self};
 use strata_tiering::manifest::{self, Manifest, ManifestError};
 
+use super::stats::TieringStats;
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::Partition;
 use crate::topics::catalog::{Catalog, Topic};
@@ -86,6 +87,7 @@ impl Tiering {
                     .sync_partition(topic.name(), number, &partition, &config, scan_orphans)
                     .await
                 {
+                    TieringStats::add(&self.stats.sync_failures, 1);
                     tracing::warn!(topic = topic.name(), partition = number, %error, "tiering sweep failed");
                 }
             })
@@ -176,6 +178,7 @@ impl Tiering {
     ) -> Result<(), TieringError> {
         match manifest::store_next(self.objects.as_ref(), &manifest).await {
             Ok(()) => {
+                TieringStats::add(&self.stats.manifest_writes, 1);
                 remote.set_manifest(manifest);
                 Ok(())
             }
@@ -191,6 +194,7 @@ impl Tiering {
                 Err(ManifestError::LandedEarlier(existing).into())
             }
             Err(error @ ManifestError::Fenced { .. }) => {
+                TieringStats::add(&self.stats.manifest_fences, 1);
                 remote.fence(error.to_string());
                 Err(error.into())
             }

@@ -8,6 +8,7 @@ use strata_tiering::manifest::{ObjectRef, RemoteSegment};
 use strata_tiering::object_lock::{Retention, RetentionMode};
 use strata_tiering::upload::{UploadOptions, UploadedObject, upload_all, upload_bytes};
 
+use super::stats::TieringStats;
 use super::sync::from_epoch_ms;
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::{ClosedSegment, Partition};
@@ -40,6 +41,8 @@ impl Tiering {
             }
             successor.segments.push(uploaded);
             self.store_manifest(remote, successor).await?;
+            TieringStats::add(&self.stats.segments_uploaded, 1);
+            TieringStats::add(&self.stats.bytes_uploaded, segment.snapshot.durable_size);
         }
         Ok(())
     }

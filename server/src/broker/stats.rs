@@ -1,0 +1,56 @@
+//! What the broker counts for `/metrics`: records and bytes appended per topic, and how long
+//! polls end. Topic labels are bounded by the number of topics and can be turned off
+//! (`metrics_topic_labels = false` folds every topic into `topic=""`) for servers with very many.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+/// A topic, or `""` when per-topic labels are off.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TopicLabel {
+    /// Topic name.
+    pub topic: String,
+}
+
+/// How a long poll ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct WakeLabel {
+    /// `data` (records arrived), `timeout` or `shutdown`.
+    pub reason: &'static str,
+}
+
+/// The broker's counters; the metrics floor registers clones (they share their values).
+#[derive(Debug, Clone, Default)]
+pub struct BrokerStats {
+    /// Records appended (duplicates of idempotent retries excluded).
+    pub appended_records: Family<TopicLabel, Counter>,
+    /// Record-batch bytes appended.
+    pub appended_bytes: Family<TopicLabel, Counter>,
+    /// Long polls (fetches with `max_wait_ms`) by how they ended.
+    pub long_poll_wakeups: Family<WakeLabel, Counter>,
+    per_topic: bool,
+}
+
+impl BrokerStats {
+    /// Counters with per-topic labels, or one series for all topics.
+    pub fn new(per_topic: bool) -> Self {
+        Self {
+            per_topic,
+            ..Self::default()
+        }
+    }
+
+    /// Counts an append to `topic`.
+    pub fn appended(&self, topic: &str, records: u64, bytes: u64) {
+        let label = TopicLabel {
+            topic: if self.per_topic {
+                topic.to_string()
+            } else {
+                String::new()
+            },
+        };
+        self.appended_records.get_or_create(&label).inc_by(records);
+        self.appended_bytes.get_or_create(&label).inc_by(bytes);
+    }
+}
