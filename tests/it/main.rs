@@ -15,6 +15,7 @@ mod health;
 mod idempotence;
 mod internal_topics;
 mod kafka_compat;
+mod observability;
 mod produce_fetch;
 mod readme;
 mod security;

@@ -104,6 +104,7 @@ impl PartitionReader {
             && self.tier_of(offset) == Some(Tier::Remote)
             && let Some(cold) = remote.read(offset, max_bytes).await?
         {
+            self.local.count_copied_read(cold.data.len() as u64);
             return Ok(ReadSlice {
                 data: cold.data,
                 first_offset: cold.first_offset,

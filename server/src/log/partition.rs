@@ -130,6 +130,13 @@ impl Partition {
         })
     }
 
+    /// Counts record bytes of this partition served from a copy made elsewhere (a cold read
+    /// from tiered storage), beside the local reads the disk layer counts itself, so the
+    /// copied-bytes metric covers every fetch that was not zero-copy.
+    pub fn count_copied_read(&self, bytes: u64) {
+        self.shared.io.stats().add_copied(bytes);
+    }
+
     /// What recovery did when this partition was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
