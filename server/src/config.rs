@@ -601,4 +601,30 @@ mod tests {
             other => panic!("expected two errors, got {other:?}"),
         }
     }
+
+    #[test]
+    fn log_and_metrics_settings_parse_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("strata.toml");
+        std::fs::write(
+            &path,
+            "log_format = \"json\"\nlog_level = \"strata_server=debug,warn\"\n\
+             access_log_sample_rate = 0.25\nmetrics_topic_labels = false\n",
+        )
+        .unwrap();
+        let config = Config::from_file(&path).unwrap();
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert_eq!(config.access_log_sample_rate, 0.25);
+        assert!(!config.metrics_topic_labels && config.metrics_enabled);
+        config.validate().unwrap();
+        let bad = Config {
+            access_log_sample_rate: 1.5,
+            log_level: "strata_server=loud".into(),
+            ..Config::default()
+        };
+        match bad.validate() {
+            Err(ConfigError::Invalid(errors)) => assert_eq!(errors.len(), 2, "{errors:?}"),
+            other => panic!("expected two errors, got {other:?}"),
+        }
+    }
 }

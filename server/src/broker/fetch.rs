@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use super::error::{FetchError, ListOffsetsError, OffsetOutOfRange};
 use super::reader::{PartitionReader, ReaderError};
-use super::stats;
 use super::{Broker, ReaderOpenError};
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
 use crate::log::batch::BatchError;
@@ -183,10 +182,7 @@ impl Broker {
             },
             _ = shutdown.wait_for(|stopping| *stopping) => "shutdown",
         };
-        self.stats
-            .long_poll_wakeups
-            .get_or_create(&stats::WakeLabel { reason })
-            .inc();
+        self.stats.woke(reason);
     }
 
     /// Offsets of a partition as readers see them, plus for tiered topics the local log start

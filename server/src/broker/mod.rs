@@ -108,7 +108,10 @@ impl Broker {
     /// A broker over these parts.
     pub fn new(parts: BrokerParts) -> Self {
         let streams = usize::try_from(parts.config.max_streams_per_principal).unwrap_or(usize::MAX);
-        let stats = stats::BrokerStats::new(parts.config.metrics_topic_labels);
+        let stats = stats::BrokerStats::new(
+            parts.config.metrics_enabled,
+            parts.config.metrics_topic_labels,
+        );
         Self {
             catalog: parts.catalog,
             tiering: parts.tiering,

@@ -30,19 +30,34 @@ pub struct BrokerStats {
     /// Long polls (fetches with `max_wait_ms`) by how they ended.
     pub long_poll_wakeups: Family<WakeLabel, Counter>,
     per_topic: bool,
+    counting: bool,
 }
 
 impl BrokerStats {
-    /// Counters with per-topic labels, or one series for all topics.
-    pub fn new(per_topic: bool) -> Self {
+    /// Counters (`counting` off: none are updated) with per-topic labels, or one series for
+    /// all topics.
+    pub fn new(counting: bool, per_topic: bool) -> Self {
         Self {
             per_topic,
+            counting,
             ..Self::default()
+        }
+    }
+
+    /// Counts how a long poll ended.
+    pub fn woke(&self, reason: &'static str) {
+        if self.counting {
+            self.long_poll_wakeups
+                .get_or_create(&WakeLabel { reason })
+                .inc();
         }
     }
 
     /// Counts an append to `topic`.
     pub fn appended(&self, topic: &str, records: u64, bytes: u64) {
+        if !self.counting {
+            return;
+        }
         let label = TopicLabel {
             topic: if self.per_topic {
                 topic.to_string()
