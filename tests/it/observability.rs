@@ -472,3 +472,87 @@ async fn scraping_needs_describe_on_the_cluster_and_can_be_turned_off() {
     let off = Server::start(ServerOptions::with_args(&["--metrics-enabled", "false"]));
     expect_error(Api::new(&off).get("/metrics").await, 404, "not_found").await;
 }
+
+/// Metric names in a PromQL expression (`strata_*` and `process_*`).
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &expr[i..];
+        let starts_word = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        if starts_word && (rest.starts_with("strata_") || rest.starts_with("process_")) {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            names.push(rest[..end].to_string());
+            i += end;
+        } else {
+            i += 1;
+        }
+    }
+    names
+}
+
+fn expressions(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                match (key.as_str(), child) {
+                    ("expr", Value::String(expr)) => out.push(expr.clone()),
+                    _ => expressions(child, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| expressions(item, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn every_series_the_dashboard_queries_is_exported() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/strata.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    expressions(&dashboard, &mut exprs);
+    assert!(exprs.len() >= 15, "panels with queries: {}", exprs.len());
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    // Labelled families appear with their first series: a little of everything.
+    let tiered = json!({"remote_storage_enable": true});
+    api.create_topic_with("seen", 1, tiered).await;
+    api.produce("seen", &json!({"records": [{"value": 1}]}))
+        .await;
+    api.fetch_all("seen", 0, 0).await;
+    api.get("/v1/topics/missing").await;
+    let commit = json!({"offsets": [{"topic": "seen", "partition": 0, "offset": 0}]});
+    ok_json(api.post("/v1/groups/watchers/offsets", &commit).await).await;
+    let text = api.get("/metrics").await.text().await.unwrap();
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let exported = |name: &str| {
+        families.contains(&name)
+            || ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+                name.strip_suffix(suffix)
+                    .is_some_and(|base| families.contains(&base))
+            })
+    };
+    let mut missing: Vec<String> = exprs
+        .iter()
+        .flat_map(|e| metric_names(e))
+        .filter(|name| !exported(name))
+        .collect();
+    missing.dedup();
+    assert_eq!(missing, Vec::<String>::new(), "queried but not exported");
+}
+
+#[test]
+fn metric_names_are_found_in_promql() {
+    assert_eq!(
+        metric_names(r#"sum(rate(strata_a_total{x="y"}[5m])) / process_open_fds + foo_strata_b"#),
+        ["strata_a_total", "process_open_fds"]
+    );
+}
