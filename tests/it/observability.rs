@@ -193,6 +193,7 @@ async fn counters_move_by_what_a_known_workload_did() {
         15.0
     );
     assert_eq!(metrics.value("strata_poisoned_partitions", &[]), 0.0);
+    assert!(metrics.value("strata_recovery_duration_seconds", &[]) > 0.0);
     assert!(metrics.value("process_open_fds", &[]) > 0.0);
 
     // Lag: committed 10 of 15; the oldest unconsumed record is two minutes old.

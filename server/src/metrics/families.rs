@@ -275,6 +275,14 @@ fn storage(registry: &mut Registry, sources: &Sources<'_>) {
         "Partitions refusing appends after a failed fdatasync (restart to recover)",
         gauge(poisoned),
     );
+    let recovery: FloatGauge = Gauge::default();
+    recovery.set(sources.exporter.recovery.as_secs_f64());
+    registry.register_with_unit(
+        "recovery_duration",
+        "Time the last start took to open and recover every partition",
+        Unit::Seconds,
+        recovery,
+    );
     registry.register_with_unit(
         "recovery_truncated",
         "Torn or corrupt bytes cut off by recovery at the last start",

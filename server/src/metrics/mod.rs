@@ -31,23 +31,25 @@ use crate::security::Caller;
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What every scrape reads besides the broker: the disk layer's counters, what the binary is,
-/// and when it started.
+/// when it started and how long opening (recovering) its partitions took.
 #[derive(Debug)]
 pub struct Exporter {
     io: Arc<IoStats>,
     io_backend: String,
     started: Instant,
+    recovery: std::time::Duration,
 }
 
 impl Exporter {
     /// An exporter for a server that starts now.
     // Uptime is a duration on the monotonic clock; nothing is decided by it.
     #[allow(clippy::disallowed_methods)]
-    pub fn new(io: Arc<IoStats>, io_backend: String) -> Self {
+    pub fn new(io: Arc<IoStats>, io_backend: String, recovery: std::time::Duration) -> Self {
         Self {
             io,
             io_backend,
             started: Instant::now(),
+            recovery,
         }
     }
 }
