@@ -16,8 +16,8 @@ work=$(mktemp -d)
 pid=""
 scraper=""
 cleanup() {
-  [ -n "$scraper" ] && kill "$scraper" 2>/dev/null
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  if [ -n "$scraper" ]; then kill "$scraper" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -37,7 +37,10 @@ start() { # extra serve flags...
 }
 
 stop() {
-  [ -n "$scraper" ] && kill "$scraper" 2>/dev/null && wait "$scraper" 2>/dev/null
+  if [ -n "$scraper" ]; then
+    kill "$scraper" 2>/dev/null || true
+    wait "$scraper" 2>/dev/null || true
+  fi
   scraper=""
   kill "$pid"
   wait "$pid" 2>/dev/null || true
