@@ -218,6 +218,15 @@ fn is_transient(error: &object_store::Error) -> bool {
     matches!(error, object_store::Error::Generic { .. })
 }
 
+/// Upload attempts retried after a transient store error, since start (process-wide, for
+/// the server's `/metrics`).
+static UPLOAD_RETRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Upload attempts retried after a transient store error since the process started.
+pub fn upload_retries() -> u64 {
+    UPLOAD_RETRIES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs `attempt` until it succeeds, fails for good, or the policy's attempts are spent.
 async fn with_retries<T, F, Fut>(
     key: &Path,
@@ -236,6 +245,7 @@ where
     .retry(policy.backoff())
     .when(|error| matches!(error, AttemptError::Store(source) if is_transient(source)))
     .notify(|error, delay| {
+        UPLOAD_RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let AttemptError::Store(source) = error {
             tracing::warn!(%key, error = %source, delay_ms = delay.as_millis(), "upload failed; retrying");
         }

@@ -259,6 +259,23 @@ fn storage(registry: &mut Registry, sources: &Sources<'_>) {
         dirty,
     );
     registry.register("cleaner_runs", "Compaction passes", cleaner_runs);
+    {
+        use crate::log::compaction::throttle::{THROTTLE_WAIT_NANOS, THROTTLE_WAITS};
+        use std::sync::atomic::Ordering::Relaxed;
+        registry.register(
+            "cleaner_throttle_waits",
+            "Times the cleaner was held back by cleaner_io_max_bytes_per_second",
+            counter(THROTTLE_WAITS.load(Relaxed)),
+        );
+        let waited: Counter<f64, AtomicU64> = Counter::default();
+        waited.inc_by(THROTTLE_WAIT_NANOS.load(Relaxed) as f64 / 1e9);
+        registry.register_with_unit(
+            "cleaner_throttle_wait",
+            "Time the cleaner was held back by its throttle",
+            Unit::Seconds,
+            waited,
+        );
+    }
     registry.register_with_unit(
         "cleaner_reclaimed",
         "Bytes removed by compaction",
@@ -470,6 +487,11 @@ fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
     ] {
         registry.register(name, help, counter(TieringStats::get(value)));
     }
+    registry.register(
+        "tiering_upload_retries",
+        "Upload attempts retried after a transient store error",
+        counter(strata_tiering::upload::upload_retries()),
+    );
     registry.register_with_unit(
         "tiering_uploaded",
         "Bytes of segment logs uploaded",

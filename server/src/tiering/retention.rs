@@ -83,6 +83,7 @@ impl Tiering {
                 match self.delete_object(&Path::from(key.as_str())).await {
                     Ok(()) => {}
                     Err(TieringError::DeleteVersion(error)) if error.is_locked() => {
+                        super::stats::TieringStats::add(&self.stats.locked_delete_retries, 1);
                         // Expected when the clocks of S3 and Strata disagree about the date.
                         tracing::info!(key, %error, "a remote object is still locked; retrying later");
                         failed.push(key.clone());

@@ -19,6 +19,8 @@ pub struct TieringStats {
     pub manifest_fences: AtomicU64,
     /// Objects deleted from the bucket (retention, delete-records, topic deletion, orphans).
     pub remote_deletes: AtomicU64,
+    /// Deletes refused because Object Lock still protects the object (retried later).
+    pub locked_delete_retries: AtomicU64,
 }
 
 impl TieringStats {

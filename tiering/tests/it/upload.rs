@@ -144,12 +144,15 @@ async fn transient_put_failures_are_retried_until_the_put_succeeds() {
     let (store, memory, faults) = faulty_memory();
     faults.fail_next(&[Operation::Put], 2, FaultKind::Unavailable);
     let key = Path::from("a.log");
+    let retries = strata_tiering::upload::upload_retries();
 
     let uploaded = upload_file(&*store, &local, &key, &options())
         .await
         .unwrap();
 
     assert_eq!(faults.calls(Operation::Put), 3);
+    // Counted for /metrics (process-wide: other tests may add their own retries).
+    assert!(strata_tiering::upload::upload_retries() >= retries + 2);
     assert_eq!(uploaded.sha256, sha256_hex(&data));
     assert_eq!(stored(&*memory, &key).await, data);
 }

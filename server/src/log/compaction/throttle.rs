@@ -2,10 +2,18 @@
 //! `log.cleaner.io.max.bytes.per.second`), so a big compaction cannot take the disk away from
 //! produce. One throttle is shared by every partition the cleaner works on.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+
+/// Times a cleaner read or write was held back by the throttle, since start (process-wide,
+/// for `/metrics`).
+pub static THROTTLE_WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// Nanoseconds the cleaner spent held back by the throttle, since start.
+pub static THROTTLE_WAIT_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// Credit older than this is forgotten, so an idle cleaner cannot save up a burst.
 const MAX_BURST: Duration = Duration::from_secs(1);
@@ -64,6 +72,9 @@ impl Throttle {
             due.saturating_sub(now.duration_since(window.started))
         };
         if !delay.is_zero() {
+            THROTTLE_WAITS.fetch_add(1, Ordering::Relaxed);
+            let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+            THROTTLE_WAIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
             tokio::time::sleep(delay).await;
         }
     }
@@ -83,6 +94,10 @@ mod tests {
     #[allow(clippy::disallowed_methods)]
     async fn bytes_pass_no_faster_than_the_limit() {
         let throttle = Throttle::new(1_000_000);
+        let (waits, waited) = (
+            THROTTLE_WAITS.load(Ordering::Relaxed),
+            THROTTLE_WAIT_NANOS.load(Ordering::Relaxed),
+        );
         let start = Instant::now();
         for _ in 0..10 {
             throttle.consume(500_000).await;
@@ -91,6 +106,10 @@ mod tests {
         let elapsed = start.elapsed();
         assert!(elapsed >= Duration::from_secs(4), "took {elapsed:?}");
         assert!(elapsed <= Duration::from_secs(6), "took {elapsed:?}");
+        // The metrics see the waits (other tests may add to these process-wide counters).
+        assert!(THROTTLE_WAITS.load(Ordering::Relaxed) >= waits + 8);
+        let slept = THROTTLE_WAIT_NANOS.load(Ordering::Relaxed) - waited;
+        assert!(slept >= 3_000_000_000, "{slept} ns");
     }
 
     #[tokio::test(start_paused = true)]
