@@ -21,6 +21,7 @@ use super::AppState;
     paths(
         super::health::healthz,
         super::health::readyz,
+        crate::metrics::serve,
         super::topics::create_topic,
         super::topics::list_topics,
         super::topics::describe_topic,
@@ -142,7 +143,8 @@ fn declare_security(value: &mut serde_json::Value) {
     };
     let error = serde_json::json!({"$ref": "#/components/schemas/ErrorBody"});
     for (path, item) in paths.iter_mut() {
-        let public = !path.starts_with("/v1/");
+        // Health checks and the API description need no key; `/metrics` does (ADR 0008).
+        let public = !path.starts_with("/v1/") && path != super::paths::METRICS;
         for operation in item
             .as_object_mut()
             .into_iter()

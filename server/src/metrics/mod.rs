@@ -21,6 +21,7 @@ use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::registry::Registry;
+use serde_json::json;
 use strata_openapi::ErrorCode;
 
 use crate::http::AppState;
@@ -54,10 +55,19 @@ impl Exporter {
     }
 }
 
-/// The `/metrics` handler.
+/// Prometheus metrics
 ///
-/// # Errors
-/// 404 `not_found` with `metrics_enabled = false`; 401/403 without the monitoring right.
+/// Every metric family of the server (README, "Observing Strata"), in the Prometheus text
+/// format 0.0.4; in OpenMetrics 1.0 (`application/openmetrics-text`) when `Accept` names it.
+///
+/// Needs `describe` on the cluster.
+#[utoipa::path(get, path = crate::http::paths::METRICS, tag = "health", operation_id = "metrics",
+    responses(
+        (status = 200, description = "The metrics, as Prometheus text (or OpenMetrics when asked for)",
+            content_type = "text/plain", body = String),
+        (status = 404, description = "Metrics are off (`metrics_enabled = false`)", body = strata_openapi::ErrorBody,
+            example = json!({"error": {"code": "not_found", "message": "metrics are off (metrics_enabled = false)", "retryable": false}})),
+    ))]
 pub async fn serve(
     State(state): State<AppState>,
     caller: Caller,
