@@ -21,7 +21,6 @@ use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::registry::Registry;
-use serde_json::json;
 use strata_openapi::ErrorCode;
 
 use crate::http::AppState;
