@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::log::error::OffsetOutOfRange;
 use crate::log::remote::{RemoteLog, RemoteReadError};
-use crate::log::segments::{SegmentMap, Tier};
+use crate::log::segments::{SegmentMap, SegmentSpan, Tier};
 use crate::log::{LogOffsets, Partition, ReadError, ReadSlice};
 
 /// A partition's local log and, for tiered topics, its remote part.
@@ -65,23 +65,15 @@ impl PartitionReader {
         SegmentMap::new(&self.local.segment_spans(), local_start, &remote)
     }
 
-    fn tier_of(&self, offset: u64) -> Option<Tier> {
-        self.segment_map().locate(offset).map(|span| span.tier)
+    /// The bucket's segment spans, oldest first (none for a local topic).
+    fn remote_spans(&self) -> Vec<SegmentSpan> {
+        self.remote().map(|r| r.segments()).unwrap_or_default()
     }
 
     /// Offsets with the log start of the whole log: the remote start when the bucket holds
     /// records below the local start.
     pub fn offsets(&self) -> LogOffsets {
-        let mut offsets = self.local.offsets();
-        let remote_start = self
-            .remote()
-            .and_then(|remote| remote.segments().first().map(|s| s.base_offset));
-        if let Some(start) = remote_start
-            && start < offsets.log_start_offset
-        {
-            offsets.log_start_offset = start;
-        }
-        offsets
+        whole_log(self.local.offsets(), &self.remote_spans())
     }
 
     /// Changes of the local offsets (new data arrives locally only).
@@ -94,14 +86,20 @@ impl PartitionReader {
     /// # Errors
     /// Out of range (against the whole log), local or remote failures.
     pub async fn read(&self, offset: u64, max_bytes: u64) -> Result<ReadSlice, ReaderError> {
-        let offsets = self.offsets();
-        let local_start = self.local.offsets().log_start_offset;
+        // One listing of the bucket's spans serves both the whole log's start and the tier.
+        let local = self.local.offsets();
+        let local_start = local.log_start_offset;
+        let remote_spans = self.remote_spans();
+        let offsets = whole_log(local, &remote_spans);
         let in_range = offset >= offsets.log_start_offset;
         // Only offsets below the local start of a tiered partition need the map: the local
         // log holds every offset from its start on.
         if let (true, Some(remote)) = (in_range, &self.remote)
             && offset < local_start
-            && self.tier_of(offset) == Some(Tier::Remote)
+            && SegmentMap::new(&self.local.segment_spans(), local_start, &remote_spans)
+                .locate(offset)
+                .map(|span| span.tier)
+                == Some(Tier::Remote)
             && let Some(cold) = remote.read(offset, max_bytes).await?
         {
             self.local.count_copied_read(cold.data.len() as u64);
@@ -161,4 +159,15 @@ impl PartitionReader {
         }
         Ok(self.local.offset_for_timestamp(timestamp)?)
     }
+}
+
+/// `local` with the whole log's start: the bucket's first offset when it holds records below
+/// the local start.
+fn whole_log(mut local: LogOffsets, remote: &[SegmentSpan]) -> LogOffsets {
+    if let Some(start) = remote.first().map(|s| s.base_offset)
+        && start < local.log_start_offset
+    {
+        local.log_start_offset = start;
+    }
+    local
 }
