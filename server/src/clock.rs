@@ -29,6 +29,15 @@ impl Clock for SystemClock {
     }
 }
 
+/// A monotonic instant, for durations that metrics report (append stages, request times,
+/// recovery, uptime). Durations decide nothing, so they need no injectable clock; this is the
+/// one place that reads the monotonic clock for them.
+// The one reader of the monotonic clock for measured durations.
+#[allow(clippy::disallowed_methods)]
+pub fn stopwatch() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
 /// A clock that only moves when told to, so time-based behaviour is tested without sleeping.
 #[derive(Debug)]
 pub struct ManualClock {

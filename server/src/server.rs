@@ -92,7 +92,7 @@ pub async fn build_state(
     tracing::info!(backend = %probe.backend, reason = %probe.reason, "disk I/O backend");
     status.watch_disk(Arc::clone(io.stats()), data_dir.clone());
     status.starting("recovering", "recovering partitions: opening topics");
-    let recovery_started = recovery_clock();
+    let recovery_started = crate::clock::stopwatch();
     let catalog = Arc::new(
         Catalog::open(
             &data_dir,
@@ -176,13 +176,6 @@ pub async fn build_state(
         http_stats,
         metrics,
     })
-}
-
-/// The start of the recovery duration reported by `/metrics`.
-// A duration measurement for metrics, not a clock reading that decides anything.
-#[allow(clippy::disallowed_methods)]
-fn recovery_clock() -> std::time::Instant {
-    std::time::Instant::now()
 }
 
 /// How connections are accepted: limits, and TLS when configured.

@@ -75,32 +75,6 @@ impl Broker {
             counts.max_poll_interval.load(Relaxed),
         )
     }
-
-    /// Upload, manifest and delete counters of tiered storage.
-    pub fn tiering_stats(&self) -> &crate::tiering::stats::TieringStats {
-        self.tiering.stats()
-    }
-
-    /// See [`crate::tiering::Tiering::upload_lag_ms`].
-    pub fn upload_lag_ms(
-        &self,
-        topic: &str,
-        number: u32,
-        partition: &crate::log::Partition,
-        now_ms: i64,
-    ) -> Option<i64> {
-        self.tiering.upload_lag_ms(topic, number, partition, now_ms)
-    }
-
-    /// The broker's clock, in ms since the epoch.
-    pub fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
-    }
-
-    /// Cold-read cache counters of tiered storage.
-    pub fn cold_cache_stats(&self) -> strata_tiering::chunk_cache::CacheStats {
-        self.tiering.cache_stats()
-    }
 }
 
 fn log_lag_failure(group: &str, error: &GroupOpError) {

@@ -7,7 +7,6 @@
 //! stays bounded whatever clients send.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue};
@@ -119,14 +118,12 @@ impl HttpStats {
 pub struct PrincipalSlot(pub Arc<OnceLock<String>>);
 
 /// The middleware: id, span, metrics, access log.
-// Request durations are measured with a monotonic clock; nothing is decided by them.
-#[allow(clippy::disallowed_methods)]
 pub async fn observe(
     State(stats): State<Arc<HttpStats>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let started = Instant::now();
+    let started = crate::clock::stopwatch();
     let id = request_id(&request);
     let route = request
         .extensions()

@@ -190,7 +190,7 @@ impl Partition {
             acks,
             expected_offset,
             reply,
-            enqueued: enqueued_now(),
+            enqueued: crate::clock::stopwatch(),
         };
         self.commands.try_send(command).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => AppendError::Busy,
@@ -590,11 +590,4 @@ impl Drop for Partition {
             handle.abort();
         }
     }
-}
-
-/// When an append enters its writer's queue, for the queue-wait histogram.
-// A duration measurement for metrics, not a clock reading that decides anything.
-#[allow(clippy::disallowed_methods)]
-fn enqueued_now() -> std::time::Instant {
-    std::time::Instant::now()
 }

@@ -25,6 +25,7 @@ use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
 use super::shared::Shared;
 use super::stats::{AcksLabel, WRITER};
 use super::types::{Acks, BatchAck, LogOffsets};
+use crate::clock::stopwatch;
 use futures::future::BoxFuture;
 
 type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
@@ -584,12 +585,10 @@ impl Writer {
 }
 
 /// Counts a round as it starts: its size and, per request, the time it waited in the queue.
-// A duration measurement for metrics, not a clock reading that decides anything.
-#[allow(clippy::disallowed_methods)]
 fn record_round(round: &[Pending], bytes: u64) {
     WRITER.round_requests.observe(round.len() as f64);
     WRITER.round_bytes.observe(bytes as f64);
-    let now = Instant::now();
+    let now = stopwatch();
     for request in round {
         WRITER.observe("queue", now.saturating_duration_since(request.enqueued));
         let acks = match request.acks {
@@ -618,13 +617,6 @@ fn pending(
     }
 }
 
-/// The start of a duration measured for metrics.
-// A duration measurement for metrics, not a clock reading that decides anything.
-#[allow(clippy::disallowed_methods)]
-fn now_for_metrics() -> Instant {
-    Instant::now()
-}
-
 /// The round's bytes at `position`: a plain write when `acks=leader` requests are answered
 /// after it, else write and fdatasync as one operation (one round trip to the ring thread
 /// instead of two). Each is timed for the stage histogram.
@@ -638,7 +630,7 @@ async fn write_buffers(
     if buffers.is_empty() {
         return Ok(());
     }
-    let started = now_for_metrics();
+    let started = stopwatch();
     if leader_acks {
         let write = io.write_at(segment.log_file(), position, buffers).await;
         WRITER.observe("write", started.elapsed());
@@ -654,7 +646,7 @@ async fn write_buffers(
 
 /// The fdatasync after a write that `acks=leader` requests were answered after.
 async fn timed_sync(io: &crate::io::Io, segment: &Segment) -> Result<(), crate::io::IoError> {
-    let started = now_for_metrics();
+    let started = stopwatch();
     let result = io.sync_data(segment.log_file()).await;
     WRITER.observe("fsync", started.elapsed());
     result

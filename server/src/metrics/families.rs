@@ -82,7 +82,8 @@ fn counter(value: u64) -> Counter {
     counter
 }
 
-fn gauge(value: u64) -> Gauge {
+/// A gauge holding `value` (saturating at `i64::MAX`).
+pub(super) fn gauge(value: u64) -> Gauge {
     let gauge = Gauge::default();
     gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
     gauge
@@ -457,7 +458,8 @@ fn groups(registry: &mut Registry, sources: &Sources<'_>) {
 
 fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
     let broker = &sources.state.broker;
-    let stats = broker.tiering_stats();
+    let tiering = broker.tiering();
+    let stats = tiering.stats();
     for (name, help, value) in [
         (
             "tiering_uploaded_segments",
@@ -498,7 +500,7 @@ fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
         Unit::Bytes,
         counter(TieringStats::get(&stats.bytes_uploaded)),
     );
-    let now = broker.now_ms();
+    let now = broker.clock().now_ms();
     let upload_lag = Family::<PartitionLabels, FloatGauge>::default();
     for topic in sources.topics {
         if !topic.config().remote_storage_enable {
@@ -506,7 +508,7 @@ fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
         }
         for (number, partition) in topic.partitions().iter().enumerate() {
             let number = u32::try_from(number).unwrap_or(u32::MAX);
-            let lag = broker
+            let lag = tiering
                 .upload_lag_ms(topic.name(), number, partition, now)
                 .unwrap_or(0);
             let labels = PartitionLabels {
@@ -522,7 +524,7 @@ fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
         Unit::Seconds,
         upload_lag,
     );
-    let cache = broker.cold_cache_stats();
+    let cache = tiering.cache_stats();
     for (name, help, value) in [
         (
             "cold_cache_hits",

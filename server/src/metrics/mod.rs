@@ -42,13 +42,11 @@ pub struct Exporter {
 
 impl Exporter {
     /// An exporter for a server that starts now.
-    // Uptime is a duration on the monotonic clock; nothing is decided by it.
-    #[allow(clippy::disallowed_methods)]
     pub fn new(io: Arc<IoStats>, io_backend: String, recovery: std::time::Duration) -> Self {
         Self {
             io,
             io_backend,
-            started: Instant::now(),
+            started: crate::clock::stopwatch(),
             recovery,
         }
     }

@@ -5,6 +5,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::Exporter;
+use super::families::gauge;
 
 pub(super) fn register(registry: &mut Registry, exporter: &Exporter) {
     let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
@@ -20,7 +21,7 @@ pub(super) fn register(registry: &mut Registry, exporter: &Exporter) {
             "process_resident_memory",
             "Resident memory size",
             Unit::Bytes,
-            whole(rss),
+            gauge(rss),
         );
     }
     if let Some(seconds) = cpu_seconds() {
@@ -35,21 +36,15 @@ pub(super) fn register(registry: &mut Registry, exporter: &Exporter) {
         );
     }
     if let Some(open) = open_fds() {
-        registry.register("process_open_fds", "Open file descriptors", whole(open));
+        registry.register("process_open_fds", "Open file descriptors", gauge(open));
     }
     if let Ok((soft, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE) {
         registry.register(
             "process_max_fds",
             "Open file descriptor limit (soft)",
-            whole(soft),
+            gauge(soft),
         );
     }
-}
-
-fn whole(value: u64) -> Gauge {
-    let gauge = Gauge::default();
-    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
-    gauge
 }
 
 /// `VmRSS` of `/proc/self/status`, in bytes.
