@@ -3,30 +3,16 @@
 //! branches on (416 with the valid range, 401, 403), plus the admin operations that turn a 403
 //! into an answer. If the contract and the server disagree on a shape, the typed decode fails.
 
-use std::process::Command;
-use std::time::Duration;
-
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::json;
 use strata_client::types::{
     AclRule, CreateKeyRequest, CreateTopicRequest, ErrorCode, Operation, PatternType, Permission,
     ProduceRecord, ProduceRequest, ResourceType,
 };
 use strata_client::{Client, Error};
-use strata_tests::{Server, ServerOptions, binary};
+use strata_tests::{Server, bearer_client, cli_create_key, start_secured};
 
 fn client(server: &Server, token: Option<&str>) -> Client {
-    let mut headers = HeaderMap::new();
-    if let Some(token) = token {
-        let value = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
-        headers.insert(AUTHORIZATION, value);
-    }
-    let http = reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    Client::new_with_client(&server.base_url(), http)
+    Client::new_with_client(&server.base_url(), bearer_client(token))
 }
 
 /// The error code of a documented error answer, and its status.
@@ -45,20 +31,8 @@ fn error_of<T: std::fmt::Debug>(
 #[tokio::test]
 async fn generated_rust_client_produces_fetches_and_gets_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(binary())
-        .args(["auth", "create-key", "--principal", "admin", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let admin_token = String::from_utf8(output.stdout).unwrap().trim().to_string();
-    let server = Server::start(ServerOptions {
-        args: ["--auth-mode", "api_key", "--auth-super-users", "admin"]
-            .map(String::from)
-            .to_vec(),
-        data_dir: Some(dir.path().to_path_buf()),
-        env: Vec::new(),
-    });
+    let admin_token = cli_create_key(dir.path(), "admin");
+    let server = start_secured(dir.path());
     let admin = client(&server, Some(&admin_token));
 
     let request = CreateTopicRequest {

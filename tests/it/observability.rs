@@ -14,7 +14,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use strata_server::clock::ManualClock;
 use strata_tests::{
-    Api, InProcessServer, Server, ServerOptions, binary, eventually, expect_error, ok_json,
+    Api, InProcessServer, Server, ServerOptions, binary, cli_create_key, eventually, expect_error,
+    ok_json, start_secured,
 };
 
 /// One parsed sample.
@@ -422,22 +423,9 @@ fn version_names_the_commit() {
 #[tokio::test]
 async fn scraping_needs_describe_on_the_cluster_and_can_be_turned_off() {
     let dir = tempfile::tempdir().unwrap();
-    let token = |principal: &str| {
-        let output = Command::new(binary())
-            .args(["auth", "create-key", "--principal", principal, "--data-dir"])
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap().trim().to_string()
-    };
+    let token = |principal: &str| cli_create_key(dir.path(), principal);
     let (admin, monitor, nobody) = (token("admin"), token("prometheus"), token("nobody"));
-    let server = Server::start(ServerOptions {
-        args: ["--auth-mode", "api_key", "--auth-super-users", "admin"]
-            .map(String::from)
-            .to_vec(),
-        data_dir: Some(dir.path().to_path_buf()),
-        env: Vec::new(),
-    });
+    let server = start_secured(dir.path());
     let api = Api::new(&server);
     let get = |token: Option<String>| {
         let api = api.clone();

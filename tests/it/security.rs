@@ -8,22 +8,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use reqwest::Method;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, binary, eventually, expect_error};
-
-/// `strata auth create-key` against `data_dir`: the token it prints.
-fn cli_create_key(data_dir: &Path, principal: &str) -> String {
-    let output = Command::new(binary())
-        .args(["auth", "create-key", "--principal", principal, "--data-dir"])
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let token = String::from_utf8(output.stdout).unwrap().trim().to_string();
-    assert!(token.starts_with("strata_"), "{token}");
-    token
-}
+use strata_tests::{
+    Api, Server, bearer_client, binary, cli_create_key, eventually, expect_error, start_secured,
+};
 
 fn cli_revoke_all(data_dir: &Path) {
     let list = Command::new(binary())
@@ -47,31 +35,14 @@ fn cli_revoke_all(data_dir: &Path) {
 fn secured_server() -> (Server, tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let admin = cli_create_key(dir.path(), "admin");
-    let options = ServerOptions {
-        args: ["--auth-mode", "api_key", "--auth-super-users", "admin"]
-            .map(String::from)
-            .to_vec(),
-        data_dir: Some(dir.path().to_path_buf()),
-        env: Vec::new(),
-    };
-    (Server::start(options), dir, admin)
+    (start_secured(dir.path()), dir, admin)
 }
 
 /// Helpers that send `token` (or no token) with every request.
 fn api_as(server: &Server, token: Option<&str>) -> Api {
-    let mut headers = HeaderMap::new();
-    if let Some(token) = token {
-        let value = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
-        headers.insert(AUTHORIZATION, value);
-    }
-    let client = reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
     Api {
         base: server.base_url(),
-        client,
+        client: bearer_client(token),
     }
 }
 

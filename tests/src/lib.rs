@@ -478,6 +478,45 @@ pub fn kafka_partition(key: &[u8], partitions: u32) -> u32 {
     positive % partitions
 }
 
+/// `strata auth create-key` against `data_dir`: the token it prints.
+pub fn cli_create_key(data_dir: &Path, principal: &str) -> String {
+    let output = Command::new(binary())
+        .args(["auth", "create-key", "--principal", principal, "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let token = String::from_utf8(output.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("strata_"), "{token}");
+    token
+}
+
+/// A server on `data_dir` with API keys on and `admin` a super user (make its key with
+/// [`cli_create_key`] first).
+pub fn start_secured(data_dir: &Path) -> Server {
+    Server::start(ServerOptions {
+        args: ["--auth-mode", "api_key", "--auth-super-users", "admin"]
+            .map(String::from)
+            .to_vec(),
+        data_dir: Some(data_dir.to_path_buf()),
+        env: Vec::new(),
+    })
+}
+
+/// A client that sends `Authorization: Bearer <token>` with every request (none without one).
+pub fn bearer_client(token: Option<&str>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = token {
+        let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
 /// Asserts that `response` is an error with `status` and our body with `code`; returns the body.
 pub async fn expect_error(response: reqwest::Response, status: u16, code: &str) -> Value {
     let actual = response.status().as_u16();
