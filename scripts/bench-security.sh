@@ -8,17 +8,7 @@
 # Env: BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 4), BENCH_ROUNDS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-cargo build --quiet --release -p strata-server --bin strata
-cargo build --quiet --release -p strata-loadtest
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
-work=$(mktemp -d)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/bench-lib.sh
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj '/CN=bench-ca' -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
@@ -28,37 +18,13 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj '/CN=localh
 openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
   -CAcreateserial -days 2 -copy_extensions copy -out "$work/server.pem" 2>/dev/null
 
-start() { # name, extra serve flags...
-  local name=$1
-  shift
-  rm -rf "$work/data"
-  mkdir -p "$work/data"
+start() { # extra serve flags...
+  bench_fresh_data
   admin=$("$BIN/strata" auth create-key --principal admin --data-dir "$work/data" 2>/dev/null)
   app=$("$BIN/strata" auth create-key --principal app --data-dir "$work/data" 2>/dev/null)
-  "$BIN/strata" serve --listen 127.0.0.1:0 --data-dir "$work/data" "$@" >"$work/out" 2>"$work/log" &
-  pid=$!
-  for _ in $(seq 1 100); do
-    url=$(grep -o 'listening on https\?://[0-9.:]*' "$work/out" 2>/dev/null | sed 's/^listening on //' || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$work/log"; exit 1; }
+  bench_serve "$@"
+  # The certificate names localhost.
   url=${url/127.0.0.1/localhost}
-}
-
-stop() {
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
-  pid=""
-}
-
-load() { # config, workload, extra loadtest flags...
-  local config=$1 workload=$2
-  shift 2
-  local line
-  line=$("$BIN/strata-loadtest" "$workload" --url "$url" --topic "pay.$workload" \
-    --duration-s "${BENCH_SECONDS:-5}" --concurrency "${BENCH_CONCURRENCY:-4}" "$@")
-  echo "{\"config\": \"$config\", ${line#\{}"
 }
 
 grant() { # lets "app" do everything on topics starting with "pay."
@@ -70,7 +36,6 @@ grant() { # lets "app" do everything on topics starting with "pay."
 
 SECURE=(--auth-mode api_key --auth-super-users admin)
 TLS=(--tls-cert-file "$work/server.pem" --tls-key-file "$work/server.key")
-results=$work/results
 for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
   # Odd rounds run plain first, even rounds last: the disk slows as it absorbs earlier runs'
   # writes, and alternating keeps that from counting against one configuration.
@@ -79,9 +44,9 @@ for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
   for config in $order; do
     CA=""
     case $config in
-      plain) start plain ;;
-      auth) start auth "${SECURE[@]}" ;;
-      tls) start tls "${SECURE[@]}" "${TLS[@]}"; CA=$work/ca.pem ;;
+      plain) start ;;
+      auth) start "${SECURE[@]}" ;;
+      tls) start "${SECURE[@]}" "${TLS[@]}"; CA=$work/ca.pem ;;
     esac
     flags=()
     if [ "$config" != plain ]; then
@@ -90,18 +55,9 @@ for round in $(seq 1 "${BENCH_ROUNDS:-2}"); do
     fi
     [ -n "$CA" ] && flags+=(--ca "$CA")
     for workload in produce fetch; do
-      load "$config" "$workload" "${flags[@]}" | tee -a "$results"
+      bench_load "$config" "$workload" "pay.$workload" "${flags[@]}"
     done
-    stop
+    bench_stop
   done
 done
-
-python3 - "$results" <<'PY'
-import json, sys, statistics
-runs = [json.loads(line) for line in open(sys.argv[1])]
-for workload in ("Produce", "Fetch"):
-    base = statistics.median(r["records_per_s"] for r in runs if r["config"] == "plain" and r["workload"] == workload)
-    for config in ("auth", "tls"):
-        value = statistics.median(r["records_per_s"] for r in runs if r["config"] == config and r["workload"] == workload)
-        print(f"{workload.lower()}: {config} / plain = {value / base:.3f} (median records/s {value:.0f} vs {base:.0f})")
-PY
+bench_ratios plain auth tls
