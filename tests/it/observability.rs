@@ -30,10 +30,9 @@ struct Sample {
 struct Scrape(Vec<Sample>);
 
 impl Scrape {
-    /// The value of the sample `name` whose labels include `labels`; panics if none or several.
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let found: Vec<&Sample> = self
-            .0
+    /// The samples named `name` whose labels include `labels`.
+    fn matching(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&Sample> {
+        self.0
             .iter()
             .filter(|s| s.name == name)
             .filter(|s| {
@@ -41,23 +40,22 @@ impl Scrape {
                     .iter()
                     .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
             })
-            .collect();
+            .collect()
+    }
+
+    /// The value of the sample `name` whose labels include `labels`; panics if none or several.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let found = self.matching(name, labels);
         assert_eq!(found.len(), 1, "{name} {labels:?}: {found:?}");
         found[0].value
     }
 
     /// Like [`Scrape::value`], 0 when the series does not exist yet.
     fn value_or_zero(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let exists = self.0.iter().any(|s| {
-            s.name == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-        });
-        if exists {
-            self.value(name, labels)
-        } else {
+        if self.matching(name, labels).is_empty() {
             0.0
+        } else {
+            self.value(name, labels)
         }
     }
 }
