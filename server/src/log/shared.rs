@@ -27,8 +27,8 @@ pub(crate) struct Shared {
     /// True until the partition holds a compacted segment: then every segment's batches are
     /// contiguous, so a batch whose base offset does not follow on is damaged.
     pub(crate) contiguous: std::sync::atomic::AtomicBool,
-    /// Why the writer stopped taking appends (a failed fdatasync), for readiness and metrics;
-    /// the writer keeps its own copy to answer appends.
+    /// Why the writer stopped taking appends (a failed fdatasync): the writer refuses appends
+    /// while it is set, and readiness and metrics report it.
     pub(crate) poisoned: RwLock<Option<String>>,
 }
 

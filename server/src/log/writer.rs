@@ -116,7 +116,6 @@ pub(crate) struct Writer {
     shared: Arc<Shared>,
     meta: PartitionMeta,
     producers: ProducerState,
-    poisoned: Option<String>,
 }
 
 impl Writer {
@@ -125,7 +124,6 @@ impl Writer {
             shared,
             meta,
             producers,
-            poisoned: None,
         }
     }
 
@@ -230,7 +228,7 @@ impl Writer {
 
     /// Writes a round, rolling between requests when the active segment is full.
     async fn append_round(&mut self, round: Vec<Pending>) {
-        if let Some(reason) = &self.poisoned {
+        if let Some(reason) = self.poisoned() {
             for request in round {
                 let _ = request.reply.send(Err(AppendError::Poisoned {
                     reason: reason.clone(),
@@ -331,8 +329,7 @@ impl Writer {
         if run.requests.is_empty() {
             return;
         }
-        if let Some(reason) = &self.poisoned {
-            let reason = reason.clone();
+        if let Some(reason) = self.poisoned() {
             self.producers.undo(&run.undo, 0);
             for request in run.requests {
                 let _ = request.reply.send(Err(AppendError::Poisoned {
@@ -444,8 +441,12 @@ impl Writer {
 
     fn poison(&mut self, reason: String) {
         tracing::error!(dir = %self.shared.dir.display(), %reason, "partition poisoned");
-        *self.shared.poisoned.write() = Some(reason.clone());
-        self.poisoned = Some(reason);
+        *self.shared.poisoned.write() = Some(reason);
+    }
+
+    /// Why appends are refused, once a failed fdatasync poisoned the partition.
+    fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.read().clone()
     }
 
     async fn roll_if_old(&mut self) -> Result<(), AppendError> {
@@ -467,7 +468,7 @@ impl Writer {
     /// The new segment's files and the directory entry are durable before anything is acked in
     /// it; the recovery point moves to the new segment so restarts scan only it.
     async fn roll(&mut self) -> Result<(), AppendError> {
-        if let Some(reason) = &self.poisoned {
+        if let Some(reason) = self.poisoned() {
             return Err(AppendError::Poisoned {
                 reason: reason.clone(),
             });
@@ -571,7 +572,7 @@ impl Writer {
         let io = self.shared.io.clone();
         let active = self.shared.active_segment();
         active.sync_all(&io).await?;
-        if self.poisoned.is_some() {
+        if self.poisoned().is_some() {
             // Leave the marker unset so the next start verifies the log.
             return Ok(());
         }
