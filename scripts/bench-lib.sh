@@ -49,13 +49,25 @@ bench_stop() {
   pid=""
 }
 
-bench_load() { # config, workload, topic, extra loadtest flags... (appends to $results)
+bench_load() { # config, produce|fetch, topic, extra loadtest flags... (appends to $results)
   local config=$1 workload=$2 topic=$3
   shift 3
-  local line
-  line=$("$BIN/strata-loadtest" "$workload" --url "$url" --topic "$topic" \
-    --duration-s "${BENCH_SECONDS:-5}" --concurrency "${BENCH_CONCURRENCY:-4}" "$@")
-  echo "{\"config\": \"$config\", ${line#\{}" | tee -a "$results"
+  local report
+  case $workload in
+    # Closed loop, BENCH_CONCURRENCY producers of 100 x 100 B JSON records per request.
+    produce) report=$("$BIN/strata-loadtest" produce --url "$url" --topic "$topic" --json --quiet \
+      --duration-s "${BENCH_SECONDS:-5}" --producers "${BENCH_CONCURRENCY:-4}" --batch-records 100 "$@") ;;
+    # 200,000 records preloaded, then read back as JSON (timed).
+    fetch) report=$("$BIN/strata-loadtest" consume --url "$url" --topic "$topic" --json --quiet \
+      --count 200000 --batch-records 100 --fetch-format json "$@") ;;
+  esac
+  python3 -c '
+import json, sys
+config, workload, report = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+figures = report["produce"] if workload == "produce" else report["fetch"]
+assert report["verification"]["passed"], report["verification"]
+print(json.dumps({"config": config, "workload": workload.capitalize(),
+                  "records_per_s": figures["records_per_s"]}))' "$config" "$workload" "$report" | tee -a "$results"
 }
 
 bench_ratios() { # baseline config, compared configs...

@@ -1,1 +1,0 @@
-//! Strata load generator and benchmark reports. Empty until the HTTP API lands.

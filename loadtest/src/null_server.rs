@@ -1,0 +1,142 @@
+//! The no-storage HTTP server: the same routes and answer shapes as Strata's produce path,
+//! answered without storing anything, on the same HTTP stack (axum, hyper). What a request
+//! costs in transport alone: the ceiling a storing server is measured against.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use serde::Deserialize;
+use serde_json::json;
+
+/// A running no-storage server.
+pub struct NullServer {
+    pub url: String,
+}
+
+#[derive(Default)]
+struct Counters {
+    next_offset: AtomicU64,
+}
+
+#[derive(Deserialize)]
+struct AnswerQuery {
+    answer: Option<String>,
+}
+
+fn router() -> Router {
+    Router::new()
+        .route("/v1/topics", post(|| async { (StatusCode::CREATED, "{}") }))
+        .route(
+            "/v1/producers",
+            post(|| async { axum::Json(json!({"producer_id": 1, "producer_epoch": 0})) }),
+        )
+        .route("/v1/topics/{topic}/records", post(produce_topic))
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/records",
+            post(produce_partition),
+        )
+        .route(
+            "/v1/topics/{topic}/partitions/{partition}/offsets",
+            get(|| async { axum::Json(json!({"earliest": 0, "latest": 0, "log_end": 0})) }),
+        )
+        .with_state(Arc::new(Counters::default()))
+}
+
+async fn produce_topic(
+    State(counters): State<Arc<Counters>>,
+    Query(query): Query<AnswerQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&counters, 0, &query, &headers, &body)
+}
+
+async fn produce_partition(
+    State(counters): State<Arc<Counters>>,
+    Path((_, partition)): Path<(String, u32)>,
+    Query(query): Query<AnswerQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&counters, partition, &query, &headers, &body)
+}
+
+/// An answer of the shape Strata gives: one offset per record, or the compact form.
+fn answer(
+    counters: &Counters,
+    partition: u32,
+    query: &AnswerQuery,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let records: u64 = headers
+        .get("loadtest-records")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let base = counters.next_offset.fetch_add(records, Ordering::Relaxed);
+    let _ = body.len();
+    let answer = if query.answer.as_deref() == Some("compact") {
+        json!({"partitions": [{"partition": partition, "base_offset": base, "record_count": records}], "duplicate": false})
+    } else {
+        let offsets: Vec<_> = (0..records)
+            .map(|i| json!({"partition": partition, "offset": base + i, "timestamp": 1_700_000_000_000i64}))
+            .collect();
+        json!({"offsets": offsets, "duplicate": false})
+    };
+    axum::Json(answer).into_response()
+}
+
+/// Starts the server on 127.0.0.1 on its own two-thread runtime (as a server process would
+/// have), so it does not share the generator's threads.
+pub fn spawn() -> anyhow::Result<NullServer> {
+    let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<SocketAddr>>();
+    std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                let _ = tx.send(Err(error.into()));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                Ok(listener) => listener,
+                Err(error) => {
+                    let _ = tx.send(Err(error.into()));
+                    return;
+                }
+            };
+            let _ = tx.send(listener.local_addr().map_err(Into::into));
+            let _ = axum::serve(listener.tap_io(nodelay), router()).await;
+        });
+    });
+    let addr = rx.recv()??;
+    Ok(NullServer {
+        url: format!("http://{addr}"),
+    })
+}
+
+/// Serves until killed (the `null-server` subcommand).
+pub async fn serve(listen: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener.tap_io(nodelay), router()).await?;
+    Ok(())
+}
+
+fn nodelay(stream: &mut tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
+}
