@@ -36,8 +36,9 @@ pub use offsets::{
 };
 pub use producers::{InitProducerRequest, ProducerIdentity};
 pub use records::{
-    Acks, FetchQuery, FetchResponse, FetchedRecord, ProduceQuery, ProduceRecord, ProduceRequest,
-    ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
+    Acks, AnswerShape, CompactProduceResponse, FetchQuery, FetchResponse, FetchedRecord,
+    PartitionAppend, ProduceAnswer, ProduceQuery, ProduceRecord, ProduceRequest, ProduceResponse,
+    ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
 pub use streams::{MemberStreamData, PartitionStreamData, StreamEnd, StreamEndReason, StreamPing};
 pub use topics::{
@@ -66,6 +67,7 @@ mod tests {
         InitProducerRequest,
         ProducerIdentity,
         Acks,
+        AnswerShape,
         FetchQuery,
         FetchResponse,
         FetchedRecord,
@@ -108,6 +110,7 @@ mod tests {
         "InitProducerRequest",
         "ProducerIdentity",
         "Acks",
+        "AnswerShape",
         "FetchQuery",
         "FetchResponse",
         "FetchedRecord",
@@ -202,7 +205,7 @@ mod tests {
                 parameter.name
             );
         }
-        assert_eq!(ProduceQuery::into_params(|| None).len(), 2);
+        assert_eq!(ProduceQuery::into_params(|| None).len(), 3);
         assert_eq!(OffsetsQuery::into_params(|| None).len(), 1);
     }
 
@@ -236,6 +239,7 @@ mod tests {
             + assert_examples_parse::<ProduceRecord>()
             + assert_examples_parse::<ProduceRequest>()
             + assert_examples_parse::<ProduceResponse>()
+            + assert_examples_parse::<CompactProduceResponse>()
             + assert_examples_parse::<AddPartitionsRequest>()
             + assert_examples_parse::<CreateTopicRequest>()
             + assert_examples_parse::<TopicDescription>()

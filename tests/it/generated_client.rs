@@ -6,7 +6,7 @@
 use serde_json::json;
 use strata_client::types::{
     AclRule, CreateKeyRequest, CreateTopicRequest, ErrorCode, Operation, PatternType, Permission,
-    ProduceRecord, ProduceRequest, ResourceType,
+    ProduceAnswer, ProduceRecord, ProduceRequest, ResourceType,
 };
 use strata_client::{Client, Error};
 use strata_tests::{Server, bearer_client, cli_create_key, start_secured};
@@ -63,6 +63,10 @@ async fn generated_rust_client_produces_fetches_and_gets_typed_errors() {
         .await
         .unwrap()
         .into_inner();
+    // The default answer is per record; `answer=compact` is the other variant.
+    let ProduceAnswer::ProduceResponse(produced) = produced else {
+        panic!("the default produce answer is per record: {produced:?}");
+    };
     let offsets: Vec<i64> = produced.offsets.iter().map(|o| o.offset).collect();
     assert_eq!(offsets, [0, 1, 2], "one key, one partition, gap-free");
     let partition = produced.offsets[0].partition;

@@ -493,3 +493,76 @@ async fn conditional_append_with_wrong_expected_offset_returns_offset_mismatch()
     let values: Vec<Value> = api.fetch_values("cond", 0, 0).await;
     assert_eq!(values, vec![json!(1), json!(2), json!(3), json!(3)]);
 }
+
+#[tokio::test]
+async fn compact_answer_gives_one_range_per_partition_that_matches_the_log() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("compact", 3).await;
+    // Keys spread over the partitions; each partition's records are consecutive in the log.
+    let records: Vec<Value> = (0..30)
+        .map(|i| json!({"key": format!("k{}", i % 7), "value": i}))
+        .collect();
+    let answer = api
+        .produce_with_query("compact", "answer=compact", &json!({"records": records}))
+        .await;
+    assert!(answer.get("offsets").is_none(), "{answer}");
+    assert_eq!(answer["duplicate"], false);
+    let ranges = answer["partitions"].as_array().unwrap();
+    let total: u64 = ranges
+        .iter()
+        .map(|r| r["record_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 30, "{answer}");
+    // The ranges come in order of each partition's first record in the request.
+    let first_key_partition = kafka_partition(b"k0", 3);
+    assert_eq!(ranges[0]["partition"], first_key_partition);
+    for range in ranges {
+        let partition = range["partition"].as_u64().unwrap() as u32;
+        let base = range["base_offset"].as_u64().unwrap();
+        let count = range["record_count"].as_u64().unwrap();
+        let stored = api.fetch_all("compact", partition, base).await;
+        let expected: Vec<Value> = (0..30)
+            .filter(|i| kafka_partition(format!("k{}", i % 7).as_bytes(), 3) == partition)
+            .map(|i| json!(i))
+            .collect();
+        assert_eq!(count as usize, expected.len());
+        let values: Vec<Value> = stored.iter().map(|r| r["value"].clone()).collect();
+        assert_eq!(values, expected, "partition {partition}");
+    }
+
+    // Raw batches to one partition: one range.
+    let mut batch = Vec::new();
+    let body = json!({"records": [{"value": 1}, {"value": 2}]});
+    let per_record = api
+        .produce_with_query("compact", "answer=records", &body)
+        .await;
+    assert_eq!(per_record["offsets"].as_array().unwrap().len(), 2);
+    let response = fetch_raw(&api, "compact", first_key_partition, 0).await;
+    let bytes = response.bytes().await.unwrap();
+    let (_, _, len) = first_batch(&bytes);
+    batch.extend_from_slice(&bytes[..len]);
+    let stored_records = u64::from(u32::from_be_bytes(batch[57..61].try_into().unwrap()));
+    let answer = ok_json(
+        api.client
+            .post(api.url(&format!(
+                "/v1/topics/compact/partitions/{first_key_partition}/records?answer=compact"
+            )))
+            .header("content-type", RECORD_BATCHES)
+            .body(batch)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let ranges = answer["partitions"].as_array().unwrap();
+    assert_eq!(ranges.len(), 1, "{answer}");
+    assert_eq!(ranges[0]["partition"], first_key_partition);
+    assert_eq!(ranges[0]["record_count"].as_u64(), Some(stored_records));
+
+    // An unknown shape is a clear 400.
+    let response = api
+        .post("/v1/topics/compact/records?answer=short", &body)
+        .await;
+    expect_error(response, 400, "bad_query").await;
+}

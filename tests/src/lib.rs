@@ -613,6 +613,15 @@ impl Api {
         .await
     }
 
+    /// Produces a JSON body to the topic endpoint with a query string; asserts 200.
+    pub async fn produce_with_query(&self, topic: &str, query: &str, body: &Value) -> Value {
+        ok_json(
+            self.post(&format!("/v1/topics/{topic}/records?{query}"), body)
+                .await,
+        )
+        .await
+    }
+
     /// Fetches every record of a partition from `offset` up to the high watermark (JSON).
     pub async fn fetch_all(&self, topic: &str, partition: u32, offset: u64) -> Vec<Value> {
         let mut records = Vec::new();

@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use serde_json::Value;
 use strata_openapi::{ErrorCode, FetchedRecord, ProduceRecord, ValueFormat};
@@ -86,7 +84,7 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
         None => (None, None),
         Some(bytes) => match std::str::from_utf8(bytes) {
             Ok(text) => (Some(text.to_string()), None),
-            Err(_) => (None, Some(BASE64.encode(bytes))),
+            Err(_) => (None, Some(encode_base64(bytes))),
         },
     };
     let (value, value_base64) = match &record.value {
@@ -94,13 +92,13 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
         Some(bytes) => match format {
             ValueFormat::Json => match serde_json::from_slice::<Value>(bytes) {
                 Ok(value) => (Some(value), None),
-                Err(_) => (None, Some(BASE64.encode(bytes))),
+                Err(_) => (None, Some(encode_base64(bytes))),
             },
             ValueFormat::String => match std::str::from_utf8(bytes) {
                 Ok(text) => (Some(Value::String(text.to_string())), None),
-                Err(_) => (None, Some(BASE64.encode(bytes))),
+                Err(_) => (None, Some(encode_base64(bytes))),
             },
-            ValueFormat::Base64 => (Some(Value::String(BASE64.encode(bytes))), None),
+            ValueFormat::Base64 => (Some(Value::String(encode_base64(bytes))), None),
         },
     };
     let headers: BTreeMap<String, Option<String>> = record
@@ -108,7 +106,7 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
         .iter()
         .map(|header| {
             let value = header.value.as_ref().map(|bytes| match format {
-                ValueFormat::Base64 => BASE64.encode(bytes),
+                ValueFormat::Base64 => encode_base64(bytes),
                 ValueFormat::Json | ValueFormat::String => {
                     String::from_utf8_lossy(bytes).into_owned()
                 }
@@ -128,11 +126,17 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
     }
 }
 
+/// Base64 is most of the CPU of a JSON fetch or produce of binary values: the SIMD codec
+/// (AVX2/SSSE3 chosen at run time) does it several times faster than a scalar one.
+fn encode_base64(bytes: &[u8]) -> String {
+    base64_simd::STANDARD.encode_to_string(bytes)
+}
+
 fn decode_base64(text: &str) -> Result<Bytes, String> {
-    BASE64
-        .decode(text)
+    base64_simd::STANDARD
+        .decode_to_vec(text)
         .map(Bytes::from)
-        .map_err(|e| format!("invalid base64: {e}"))
+        .map_err(|_| "invalid base64 (RFC 4648 standard alphabet, padded)".to_string())
 }
 
 #[cfg(test)]

@@ -60,6 +60,7 @@ use super::AppState;
         // Referenced by query parameters, which utoipa does not collect on its own.
         strata_openapi::ValueFormat,
         strata_openapi::Acks,
+        strata_openapi::AnswerShape,
     )),
     tags(
         (name = "topics", description = "Create, inspect, change and delete topics"),

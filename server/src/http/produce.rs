@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 use strata_openapi::{
-    Acks as AcksParam, ErrorBody, ErrorCode, ProduceQuery, ProduceRequest, ProduceResponse,
-    RecordOffset,
+    Acks as AcksParam, AnswerShape, CompactProduceResponse, ErrorBody, ErrorCode, PartitionAppend,
+    ProduceAnswer, ProduceQuery, ProduceRequest, ProduceResponse, RecordOffset,
 };
 
 use super::AppState;
@@ -34,7 +34,8 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
 /// partition chosen per request. `value_format` says how `value` is stored (`json`: compact JSON
 /// text; `string`: UTF-8 text; `base64`: the decoded bytes). `"value": null` is a null value (a
 /// tombstone on compacted topics). The response lists partition, offset and timestamp for every
-/// record, in request order. With `acks=all` (default) the answer comes after the records are
+/// record, in request order; with `answer=compact`, the first offset and record count per
+/// partition instead. With `acks=all` (default) the answer comes after the records are
 /// fsynced; with `acks=leader` after they reached the page cache.
 ///
 /// Needs `write` on the topic.
@@ -42,7 +43,7 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
     params(("topic" = String, Path, description = "Topic name"), ProduceQuery),
     request_body = ProduceRequest,
     responses(
-        (status = 200, description = "Offsets of the records", body = ProduceResponse),
+        (status = 200, description = "Offsets of the records (per record, or per partition with `answer=compact`)", body = ProduceAnswer),
         (status = 400, description = "Malformed JSON or query", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
         (status = 409, description = "Producer fenced, sequence gap, or an internal topic (`internal_topic`)", body = ErrorBody),
@@ -57,7 +58,7 @@ pub async fn produce_to_topic(
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<ProduceQuery>,
     ApiJsonBytes(body): ApiJsonBytes,
-) -> Result<Json<ProduceResponse>, ApiError> {
+) -> Result<Json<ProduceAnswer>, ApiError> {
     let request: ProduceRequest = super::extract::parse_json(&body)?;
     let topic = state.broker.producible_topic(&caller, &topic)?;
     let records = decode_records(&query, request)?;
@@ -66,7 +67,7 @@ pub async fn produce_to_topic(
         .broker
         .produce(&topic, ProduceTarget::Topic, records)
         .await?;
-    Ok(Json(response(produced)))
+    Ok(Json(response(produced, query.answer)))
 }
 
 /// Produce records to one partition, as JSON or as raw Kafka RecordBatch v2 bytes.
@@ -88,7 +89,7 @@ pub async fn produce_to_topic(
         (ProduceRequest = "application/json"),
         (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches"))),
     responses(
-        (status = 200, description = "Offsets of the records", body = ProduceResponse),
+        (status = 200, description = "Offsets of the records (per record, or per partition with `answer=compact`)", body = ProduceAnswer),
         (status = 400, description = "Malformed JSON, query or record batch", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
         (status = 409, description = "Producer fenced, sequence gap, or an internal topic (`internal_topic`)", body = ErrorBody),
@@ -105,7 +106,7 @@ pub async fn produce_to_partition(
     ApiQuery(query): ApiQuery<PartitionProduceQuery>,
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
-) -> Result<Json<ProduceResponse>, ApiError> {
+) -> Result<Json<ProduceAnswer>, ApiError> {
     let topic = state.broker.producible_topic(&caller, &topic)?;
     crate::broker::local_partition(topic.topic(), partition)?;
     state.broker.admit_produce(&caller, body.len() as u64)?;
@@ -131,6 +132,7 @@ pub async fn produce_to_partition(
             let produce = ProduceQuery {
                 value_format: query.value_format,
                 acks: query.acks,
+                answer: query.answer,
             };
             let records = decode_records(&produce, request)?;
             let target = ProduceTarget::Partition(partition);
@@ -150,7 +152,7 @@ pub async fn produce_to_partition(
             ));
         }
     };
-    Ok(Json(response(produced)))
+    Ok(Json(response(produced, query.answer)))
 }
 
 /// Query of the per-partition produce.
@@ -162,6 +164,8 @@ pub struct PartitionProduceQuery {
     value_format: strata_openapi::ValueFormat,
     #[serde(default)]
     acks: AcksParam,
+    #[serde(default)]
+    answer: AnswerShape,
     expected_offset: Option<u64>,
 }
 
@@ -188,17 +192,43 @@ fn decode_records(
     })
 }
 
-fn response(produced: Produced) -> ProduceResponse {
-    ProduceResponse {
-        offsets: produced
-            .positions
-            .into_iter()
-            .map(|p| RecordOffset {
-                partition: p.partition,
-                offset: p.offset,
-                timestamp: p.timestamp,
-            })
-            .collect(),
+fn response(produced: Produced, shape: AnswerShape) -> ProduceAnswer {
+    match shape {
+        AnswerShape::Records => ProduceAnswer::Records(ProduceResponse {
+            offsets: produced
+                .positions
+                .into_iter()
+                .map(|p| RecordOffset {
+                    partition: p.partition,
+                    offset: p.offset,
+                    timestamp: p.timestamp,
+                })
+                .collect(),
+            duplicate: produced.duplicate,
+        }),
+        AnswerShape::Compact => ProduceAnswer::Compact(compact(produced)),
+    }
+}
+
+/// One range per partition: a request's records in one partition form one batch, so their
+/// offsets are consecutive in request order.
+fn compact(produced: Produced) -> CompactProduceResponse {
+    let mut partitions: Vec<PartitionAppend> = Vec::new();
+    for position in produced.positions {
+        match partitions
+            .iter_mut()
+            .find(|p| p.partition == position.partition)
+        {
+            Some(range) => range.record_count += 1,
+            None => partitions.push(PartitionAppend {
+                partition: position.partition,
+                base_offset: position.offset,
+                record_count: 1,
+            }),
+        }
+    }
+    CompactProduceResponse {
+        partitions,
         duplicate: produced.duplicate,
     }
 }
