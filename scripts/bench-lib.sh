@@ -26,8 +26,14 @@ bench_fresh_data() {
 }
 
 bench_serve() { # extra serve flags... (on $work/data; sets pid and url)
+  bench_serve_binary "$BIN/strata" "$@"
+}
+
+bench_serve_binary() { # binary, extra serve flags...
+  local binary=$1
+  shift
   # The log goes to a file, as it would to a container runtime's log pipe.
-  "$BIN/strata" serve --listen 127.0.0.1:0 --data-dir "$work/data" "$@" >"$work/out" 2>"$work/log" &
+  "$binary" serve --listen 127.0.0.1:0 --data-dir "$work/data" "$@" >"$work/out" 2>"$work/log" &
   pid=$!
   url=""
   for _ in $(seq 1 100); do

@@ -44,6 +44,8 @@ struct Rule {
 pub struct FaultPlan {
     rules: Mutex<Vec<Rule>>,
     injected: AtomicU64,
+    /// While true, `sync_data` waits before it starts (a slow disk's fdatasync).
+    syncs_held: tokio::sync::watch::Sender<bool>,
 }
 
 impl FaultPlan {
@@ -89,6 +91,21 @@ impl FaultPlan {
     /// The next `count` opens fail with `errno` (`u32::MAX`: all).
     pub fn fail_opens(&self, errno: i32, count: u32) -> &Self {
         self.push(FaultKind::Open, errno, 0, count)
+    }
+
+    /// Makes every `sync_data` wait until [`FaultPlan::release_syncs`]: an fdatasync that
+    /// takes as long as the test wants.
+    pub fn hold_syncs(&self) {
+        self.syncs_held.send_replace(true);
+    }
+
+    pub fn release_syncs(&self) {
+        self.syncs_held.send_replace(false);
+    }
+
+    pub(crate) async fn wait_while_syncs_held(&self) {
+        let mut held = self.syncs_held.subscribe();
+        let _ = held.wait_for(|held| !*held).await;
     }
 
     /// Removes every pending rule.

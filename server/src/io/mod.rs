@@ -642,8 +642,13 @@ impl Io {
 
     pub async fn sync_data(&self, file: &IoFile) -> Result<(), IoError> {
         #[cfg(any(test, feature = "test-util"))]
-        if let Some(f) = self.fault(faults::FaultKind::Sync) {
-            return Err(self.injected("fdatasync", file.path(), f.errno));
+        {
+            if let Some(plan) = &self.faults {
+                plan.wait_while_syncs_held().await;
+            }
+            if let Some(f) = self.fault(faults::FaultKind::Sync) {
+                return Err(self.injected("fdatasync", file.path(), f.errno));
+            }
         }
         dispatch!(self.fsync(file, true))
     }

@@ -983,3 +983,62 @@ async fn a_clean_restart_rebuilds_no_index_when_many_batches_share_a_millisecond
     assert_eq!(report.scanned_segments, 0, "{report:?}");
     assert_eq!(read_all(&partition, 0).await.len(), 200);
 }
+
+#[tokio::test]
+async fn leader_rounds_do_not_wait_for_the_fsync_of_the_round_before() {
+    for choice in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let io = start_io(choice, dir.path());
+        let faults = Arc::new(FaultPlan::new());
+        let faulty = io.with_faults(Arc::clone(&faults));
+        let partition = Arc::new(
+            open(
+                dir.path(),
+                &faulty,
+                LogConfig::default(),
+                ManualClock::new(0),
+            )
+            .await,
+        );
+        faults.hold_syncs();
+        // Without pipelining the second append would wait for the first one's fdatasync, which
+        // cannot finish while syncs are held.
+        for expected in 0..3 {
+            let append = partition.append(vec![batch_of(&[record(b"x", 1)])], Acks::Leader);
+            let acks = tokio::time::timeout(std::time::Duration::from_secs(10), append)
+                .await
+                .expect("a leader append waited for an earlier round's fdatasync")
+                .unwrap();
+            assert_eq!(acks[0].base_offset, expected);
+        }
+        let offsets = partition.offsets();
+        assert_eq!(offsets.log_end_offset, 3);
+        assert_eq!(
+            offsets.high_watermark, 0,
+            "nothing durable, nothing readable"
+        );
+        // acks=all waits for the durable point, and its own fdatasync covers all before it.
+        let durable = tokio::spawn({
+            let partition = Arc::clone(&partition);
+            async move {
+                partition
+                    .append(vec![batch_of(&[record(b"y", 1)])], Acks::All)
+                    .await
+            }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!durable.is_finished(), "acks=all answered before fdatasync");
+        faults.release_syncs();
+        let acks = durable.await.unwrap().unwrap();
+        assert_eq!(acks[0].base_offset, 3);
+        assert_eq!(partition.offsets().high_watermark, 4);
+        let values: Vec<_> = read_all(&partition, 0)
+            .await
+            .into_iter()
+            .map(|r| r.2)
+            .collect();
+        assert_eq!(values.len(), 4, "{choice:?}");
+    }
+}

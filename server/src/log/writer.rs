@@ -4,7 +4,9 @@
 //! vectored write and made durable with one fdatasync. Requests that arrive during the fsync form
 //! the next round, so the batch size adapts to the disk's fsync latency by itself. `acks=leader`
 //! requests are answered after the write, `acks=all` after the fsync; readers see the round only
-//! after the fsync. A failed write is cut off again (`set_len` back to the durable size) so the
+//! after the fsync. A round of `acks=leader` requests only does not wait for its fsync: the writer
+//! takes the next round while it runs (see [`Pipeline`]), so leader acks cost a write, not a
+//! write and an fsync. A failed write is cut off again (`set_len` back to the durable size) so the
 //! partition keeps accepting appends once the cause (a full disk) is gone; a failed fsync poisons
 //! the partition, because after one the kernel may have dropped dirty pages it still reports
 //! as written (PostgreSQL's "fsyncgate").
@@ -26,6 +28,7 @@ use super::shared::Shared;
 use super::stats::{AcksLabel, WRITER};
 use super::types::{Acks, BatchAck, LogOffsets};
 use crate::clock::stopwatch;
+use crate::io::IoError;
 use futures::future::BoxFuture;
 
 type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
@@ -116,6 +119,38 @@ pub(crate) struct Writer {
     shared: Arc<Shared>,
     meta: PartitionMeta,
     producers: ProducerState,
+    pipeline: Pipeline,
+}
+
+/// Bytes of `acks=leader` rounds that are written but not yet covered by a finished fdatasync.
+/// At most one fdatasync is in flight; batches written meanwhile wait for the next one. Segment
+/// state (what readers see) and the high watermark move only when an fdatasync finishes, in
+/// write order. Everything else the writer does (rolls, deletions, swaps, closes and rounds with
+/// `acks=all`) first settles the pipeline, so it sees a fully durable segment as before.
+#[derive(Default)]
+struct Pipeline {
+    /// The active segment's written end (size, next offset) while it is ahead of the durable one.
+    tail: Option<(u64, u64)>,
+    syncing: Option<Syncing>,
+    /// Batches written after the in-flight fdatasync started.
+    waiting: Vec<AppendedBatch>,
+}
+
+/// An fdatasync in flight and the batches it makes durable.
+struct Syncing {
+    /// `Sync` too: the writer is borrowed across awaits (`&self` methods).
+    future: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), IoError>> + Send + Sync>>,
+    segment: Arc<Segment>,
+    appended: Vec<AppendedBatch>,
+    end_offset: u64,
+}
+
+/// Waits for the in-flight fdatasync, or forever when there is none.
+async fn wait_sync(syncing: &mut Option<Syncing>) -> Result<(), IoError> {
+    match syncing {
+        Some(syncing) => (&mut syncing.future).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Writer {
@@ -124,6 +159,7 @@ impl Writer {
             shared,
             meta,
             producers,
+            pipeline: Pipeline::default(),
         }
     }
 
@@ -136,6 +172,12 @@ impl Writer {
             let command = match deferred.take() {
                 Some(command) => command,
                 None => tokio::select! {
+                    result = wait_sync(&mut self.pipeline.syncing) => {
+                        if let Some(syncing) = self.pipeline.syncing.take() {
+                            self.finish_sync(syncing, result);
+                        }
+                        continue;
+                    }
                     command = commands.recv() => match command {
                         Some(command) => command,
                         None => return,
@@ -168,6 +210,7 @@ impl Writer {
                     let _ = reply.send(self.roll_if_old().await);
                 }
                 Command::DeleteRecords { before, reply } => {
+                    self.settle().await;
                     let _ = reply.send(self.delete_records(before).await);
                 }
                 Command::Swap {
@@ -176,10 +219,12 @@ impl Writer {
                     stop_after,
                     reply,
                 } => {
+                    self.settle().await;
                     let result = compaction::install(&self.shared, &plan, state, stop_after).await;
                     let _ = reply.send(result);
                 }
                 Command::Close { reply } => {
+                    self.settle().await;
                     let _ = reply.send(self.close().await);
                     return;
                 }
@@ -236,6 +281,9 @@ impl Writer {
             }
             return;
         }
+        if round.iter().any(|request| request.acks == Acks::All) {
+            self.settle().await;
+        }
         if let Err(error) = self.roll_if_old().await {
             fail_all(round, &error);
             return;
@@ -243,10 +291,10 @@ impl Writer {
         let mut run = Run::default();
         for request in round {
             let active = self.shared.active_segment();
-            let snapshot = active.snapshot();
-            let size = snapshot.durable_size + run.bytes;
+            let (written_size, written_next) = self.written_end(&active);
+            let size = written_size + run.bytes;
             let records: u64 = request.batches.iter().map(record_span).sum();
-            let relative_end = snapshot.next_offset + run.offsets + records - snapshot.base_offset;
+            let relative_end = written_next + run.offsets + records - active.base_offset();
             let segment_bytes = self.shared.config.read().segment_bytes;
             let full = size > 0
                 && (size + request.bytes > segment_bytes || relative_end > u64::from(u32::MAX));
@@ -258,7 +306,7 @@ impl Writer {
                     continue;
                 }
             }
-            let next_offset = self.shared.active_segment().snapshot().next_offset + run.offsets;
+            let next_offset = self.written_end(&self.shared.active_segment()).1 + run.offsets;
             if let Some(planned) = self.plan(request, next_offset, &mut run.undo) {
                 run.bytes += planned.written_bytes();
                 run.offsets += planned.written_offsets();
@@ -339,11 +387,10 @@ impl Writer {
             return;
         }
         let io = self.shared.io.clone();
-        let snapshot = segment.snapshot();
+        let (start, mut next_offset) = self.written_end(segment);
         let mut buffers = Vec::with_capacity(run.requests.len() * 2);
         let mut appended = Vec::new();
-        let mut position = snapshot.durable_size;
-        let mut next_offset = snapshot.next_offset;
+        let mut position = start;
         for request in &run.requests {
             for planned in &request.plan {
                 let Planned::Write { batch, ack } = planned else {
@@ -371,7 +418,7 @@ impl Writer {
             }
         }
         let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
-        let write = write_buffers(&io, segment, snapshot.durable_size, buffers, leader_acks).await;
+        let write = write_buffers(&io, segment, start, buffers, leader_acks).await;
         if let Err(error) = write {
             if error.op == "fdatasync" {
                 let reason = format!("fdatasync failed: {error}");
@@ -386,7 +433,7 @@ impl Writer {
             tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
             self.producers.undo(&run.undo, 0);
             let error = Arc::new(error);
-            if let Err(cut) = io.set_len(segment.log_file(), snapshot.durable_size).await {
+            if let Err(cut) = io.set_len(segment.log_file(), start).await {
                 self.poison(format!("could not cut off a failed write: {cut}"));
             }
             for request in run.requests {
@@ -395,6 +442,10 @@ impl Writer {
             return;
         }
         self.publish_end(next_offset, false);
+        if run.requests.iter().all(|r| r.acks == Acks::Leader) {
+            self.pipeline_leader_run(segment, run, appended, (position, next_offset));
+            return;
+        }
         let mut waiting = Vec::with_capacity(run.requests.len());
         for request in run.requests {
             let acks: Vec<BatchAck> = request.plan.iter().map(Planned::ack).collect();
@@ -430,9 +481,84 @@ impl Writer {
         // writing them every round would only add I/O to every append.
     }
 
+    /// Answers a written run of `acks=leader` requests and queues its batches for the next
+    /// fdatasync, without waiting for it.
+    fn pipeline_leader_run(
+        &mut self,
+        segment: &Arc<Segment>,
+        run: Run,
+        appended: Vec<AppendedBatch>,
+        written_end: (u64, u64),
+    ) {
+        for request in run.requests {
+            let acks: Vec<BatchAck> = request.plan.iter().map(Planned::ack).collect();
+            let _ = request.reply.send(Ok(acks));
+        }
+        if appended.is_empty() {
+            return;
+        }
+        self.pipeline.waiting.extend(appended);
+        self.pipeline.tail = Some(written_end);
+        self.start_sync(segment);
+    }
+
+    /// The active segment's written end: ahead of its durable end while leader rounds wait for
+    /// their fdatasync.
+    fn written_end(&self, segment: &Segment) -> (u64, u64) {
+        self.pipeline.tail.unwrap_or_else(|| {
+            let snapshot = segment.snapshot();
+            (snapshot.durable_size, snapshot.next_offset)
+        })
+    }
+
+    /// Starts an fdatasync for the waiting batches, unless one is in flight.
+    fn start_sync(&mut self, segment: &Arc<Segment>) {
+        if self.pipeline.syncing.is_some() || self.pipeline.waiting.is_empty() {
+            return;
+        }
+        let appended = std::mem::take(&mut self.pipeline.waiting);
+        let end_offset = appended.last().map_or(0, |batch| batch.last_offset + 1);
+        let io = self.shared.io.clone();
+        let target = Arc::clone(segment);
+        let future = Box::pin(async move { timed_sync(&io, &target).await });
+        self.pipeline.syncing = Some(Syncing {
+            future,
+            segment: Arc::clone(segment),
+            appended,
+            end_offset,
+        });
+    }
+
+    /// Publishes what a finished fdatasync made durable and starts the next one. A failed one
+    /// poisons the partition, as any failed fdatasync does.
+    fn finish_sync(&mut self, syncing: Syncing, result: Result<(), IoError>) {
+        if let Err(error) = result {
+            self.poison(format!("fdatasync failed: {error}"));
+            self.pipeline = Pipeline::default();
+            return;
+        }
+        let now = self.shared.clock.now_ms();
+        let interval = self.shared.config.read().index_interval_bytes;
+        syncing.segment.publish(&syncing.appended, interval, now);
+        self.publish_end(syncing.end_offset, true);
+        if self.pipeline.waiting.is_empty() {
+            self.pipeline.tail = None;
+        }
+        self.start_sync(&syncing.segment);
+    }
+
+    /// Waits until every written byte is durable and published.
+    async fn settle(&mut self) {
+        while let Some(mut syncing) = self.pipeline.syncing.take() {
+            let result = (&mut syncing.future).await;
+            self.finish_sync(syncing, result);
+        }
+    }
+
     fn publish_end(&self, log_end_offset: u64, durable: bool) {
         self.shared.offsets.send_modify(|offsets: &mut LogOffsets| {
-            offsets.log_end_offset = log_end_offset;
+            // A finished fdatasync may cover less than has been written since.
+            offsets.log_end_offset = offsets.log_end_offset.max(log_end_offset);
             if durable {
                 offsets.high_watermark = log_end_offset;
             }
@@ -468,6 +594,7 @@ impl Writer {
     /// The new segment's files and the directory entry are durable before anything is acked in
     /// it; the recovery point moves to the new segment so restarts scan only it.
     async fn roll(&mut self) -> Result<(), AppendError> {
+        self.settle().await;
         if let Some(reason) = self.poisoned() {
             return Err(AppendError::Poisoned {
                 reason: reason.clone(),

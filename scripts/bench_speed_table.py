@@ -1,0 +1,46 @@
+"""Prints the table of scripts/bench-speed.sh from its JSON lines: medians over the rounds of
+each workload's figures, its same-run baselines and ratios, and after / before when both ran."""
+import json
+import statistics
+import sys
+
+runs = [json.loads(line) for line in open(sys.argv[1])]
+
+
+def figures(report):
+    return report["produce"] or report["fetch"]
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+rows = sorted({r["row"] for r in runs})
+servers = sorted({r["server"] for r in runs})
+print(f"{'workload':<26} {'server':<7} {'req/s':>9} {'rec/s':>10} {'MiB/s':>8} {'mean ms':>8} "
+      f"{'p99 ms':>8} {'p99.9':>8} {'base p99':>8} {'ratios (median)'}")
+for row in rows:
+    for server in servers:
+        mine = [r for r in runs if r["row"] == row and r["server"] == server]
+        if not mine:
+            continue
+        f = [figures(r["report"]) for r in mine]
+        base = [r["report"]["baselines"]["null_server"]["latency_ms"]["p99"]
+                if r["report"].get("baselines") else None for r in mine]
+        ratio_names = sorted({x["name"] for r in mine for x in r["report"]["ratios"]})
+        ratios = ", ".join(
+            f"{name}={median([next((x['value'] for x in r['report']['ratios'] if x['name'] == name), None) for r in mine]):.3f}"
+            for name in ratio_names)
+        passed = all(r["report"]["verification"]["passed"] for r in mine)
+        print(f"{row:<26} {server:<7} {median([x['requests_per_s'] for x in f]):>9.0f} "
+              f"{median([x['records_per_s'] for x in f]):>10.0f} {median([x['mib_per_s'] for x in f]):>8.1f} "
+              f"{median([x['latency_ms']['mean'] for x in f]):>8.3f} {median([x['latency_ms']['p99'] for x in f]):>8.3f} "
+              f"{median([x['latency_ms']['p999'] for x in f]):>8.3f} {median(base):>8.3f} {ratios}"
+              f"{'' if passed else '  VERIFICATION FAILED'}")
+    if len(servers) == 2:
+        after = median([figures(r["report"])["records_per_s"] for r in runs if r["row"] == row and r["server"] == "after"])
+        before = median([figures(r["report"])["records_per_s"] for r in runs if r["row"] == row and r["server"] == "before"])
+        print(f"{'':<26} after/before records/s = {after / before:.3f}")
+loads = [float(r["load"]) for r in runs]
+print(f"load average (1 min) during the runs: median {statistics.median(loads):.2f}, max {max(loads):.2f}")
