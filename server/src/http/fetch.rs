@@ -147,12 +147,35 @@ pub async fn fetch(
             Ok(ndjson(page))
         }
         Format::Batches => batches(&reader, offset, bounds.max_bytes, stats).await,
-        Format::Json | Format::Sse => {
-            let page = read_page(&reader, &request).await?;
-            page.count(stats, "json");
-            Ok(axum::Json(page.response).into_response())
-        }
+        Format::Json | Format::Sse => json(&reader, &request, stats).await,
     }
+}
+
+/// A JSON answer, written straight from the stored records (see `fetch_json`).
+async fn json(
+    reader: &PartitionReader,
+    request: &FetchRequest,
+    stats: &super::observe::HttpStats,
+) -> Result<Response, ApiError> {
+    let read = ReadRequest {
+        offset: request.offset,
+        max_bytes: request.max_bytes,
+        max_records: request.max_records,
+    };
+    let read = read_records(reader, &read).await?;
+    let length = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+    let payload = read
+        .records
+        .iter()
+        .map(|r| length(&r.key) + length(&r.value))
+        .sum();
+    stats.fetched("json", read.records.len() as u64, payload);
+    let body = super::fetch_json::fetch_response_json(request.partition, &read, request.format);
+    let mut response = Response::new(Body::from(body));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
 }
 
 /// One read of a fetch in the API's shape.

@@ -15,6 +15,7 @@ pub mod codec;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+mod fetch_json;
 pub mod groups;
 pub mod health;
 pub mod observe;
