@@ -5,7 +5,8 @@
 # With BEFORE=/path/to/an/older/strata, every workload also runs against that binary in the
 # same rounds (alternating which goes first), and the table shows after / before.
 # Prints one JSON line per run to $BENCH_OUT (default bench-speed.jsonl) and a table at the end.
-# Env: BENCH_SECONDS (default 3), BENCH_ROUNDS (default 3), BEFORE (optional).
+# Env: BENCH_SECONDS (default 3), BENCH_ROUNDS (default 3), BEFORE (optional), BENCH_ROWS
+# (optional: space-separated row names to run, default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
@@ -32,6 +33,7 @@ for round in $(seq 1 "${BENCH_ROUNDS:-3}"); do
   order=$servers
   [ $((round % 2)) -eq 0 ] && order=$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' ')
   for row in $(printf '%s\n' "${!rows[@]}" | sort); do
+    if [ -n "${BENCH_ROWS:-}" ] && [[ " $BENCH_ROWS " != *" $row "* ]]; then continue; fi
     for server in $order; do
       bench_fresh_data
       if [ "$server" = before ]; then bench_serve_binary "$BEFORE"; else bench_serve; fi

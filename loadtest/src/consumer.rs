@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use futures::StreamExt as _;
 
 use crate::batch;
@@ -177,7 +175,10 @@ fn take_json(
     let decoded: Vec<Owned> = records
         .iter()
         .map(|r| {
-            let value = r.value.as_deref().and_then(|v| BASE64.decode(v).ok());
+            let value = r
+                .value
+                .as_deref()
+                .and_then(|v| base64_simd::STANDARD.decode_to_vec(v).ok());
             (r.offset, r.key.clone().map(String::into_bytes), value)
         })
         .collect();

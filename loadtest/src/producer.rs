@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -247,7 +245,7 @@ impl ProducerState {
                         let _ = write!(body, "\"key\":\"{key}\",");
                     }
                     body.push_str("\"value\":\"");
-                    BASE64.encode_string(value_at(i), &mut body);
+                    base64_simd::STANDARD.encode_append(value_at(i), &mut body);
                     body.push_str("\"}");
                 }
                 body.push(']');
