@@ -75,6 +75,12 @@ fn named_series(report: &Report) -> Vec<(&'static str, &Summary)> {
     series
 }
 
+/// "90%", "99%", "99.9%": as many decimals as the nines need.
+fn percentile_label(nines: f64) -> String {
+    let decimals = (nines.ceil() as usize).saturating_sub(2);
+    format!("{:.*}%", decimals, 100.0 * (1.0 - 10f64.powf(-nines)))
+}
+
 /// The quantile as "nines": 0 at the median's left edge, 2 at p99, 3 at p99.9.
 fn nines(quantile: f64) -> f64 {
     (-(1.0 - quantile).max(1e-6).log10()).min(6.0)
@@ -107,7 +113,7 @@ where
         .configure_mesh()
         .x_desc("percentile")
         .y_desc("latency (ms)")
-        .x_label_formatter(&|x| format!("{:.4}%", 100.0 * (1.0 - 10f64.powf(-x))))
+        .x_label_formatter(&|x| percentile_label(*x))
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     for (i, (name, summary)) in series.iter().enumerate() {
@@ -227,4 +233,19 @@ where
             .map_err(|e| anyhow!("{e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_labels_show_their_nines() {
+        assert_eq!(percentile_label(0.0), "0%");
+        assert_eq!(percentile_label(1.0), "90%");
+        assert_eq!(percentile_label(2.0), "99%");
+        assert_eq!(percentile_label(3.0), "99.9%");
+        assert_eq!(percentile_label(5.0), "99.999%");
+        assert!((nines(0.999) - 3.0).abs() < 1e-9);
+    }
 }
