@@ -231,6 +231,25 @@ impl Strata {
         Ok((offsets.earliest, offsets.latest))
     }
 
+    /// One fetch of (topic, partition, offset, max_bytes, wait_ms) in the `accept` format.
+    async fn fetch_page(
+        &self,
+        (topic, partition, offset, max_bytes, wait_ms): (&str, u32, u64, u64, u64),
+        extra_query: &str,
+        accept: &str,
+    ) -> Result<reqwest::Response, CallError> {
+        let path = format!(
+            "/v1/topics/{topic}/partitions/{partition}/records?offset={offset}&max_bytes={max_bytes}&max_wait_ms={wait_ms}{extra_query}"
+        );
+        let response = self
+            .request(reqwest::Method::GET, &path)
+            .header(reqwest::header::ACCEPT, accept)
+            .send()
+            .await
+            .map_err(transport)?;
+        checked(response).await
+    }
+
     /// Stored batches from `offset`, long-polling up to `wait_ms` at the tail.
     pub async fn fetch_raw(
         &self,
@@ -240,16 +259,8 @@ impl Strata {
         max_bytes: u64,
         wait_ms: u64,
     ) -> Result<RawFetch, CallError> {
-        let path = format!(
-            "/v1/topics/{topic}/partitions/{partition}/records?offset={offset}&max_bytes={max_bytes}&max_wait_ms={wait_ms}"
-        );
-        let response = self
-            .request(reqwest::Method::GET, &path)
-            .header(reqwest::header::ACCEPT, RECORD_BATCHES)
-            .send()
-            .await
-            .map_err(transport)?;
-        let response = checked(response).await?;
+        let page = (topic, partition, offset, max_bytes, wait_ms);
+        let response = self.fetch_page(page, "", RECORD_BATCHES).await?;
         let header = |name: &str| -> Result<u64, CallError> {
             response
                 .headers()
@@ -280,16 +291,11 @@ impl Strata {
         max_bytes: u64,
         wait_ms: u64,
     ) -> Result<JsonFetch, CallError> {
-        let path = format!(
-            "/v1/topics/{topic}/partitions/{partition}/records?offset={offset}&max_bytes={max_bytes}&max_wait_ms={wait_ms}&value_format=base64"
-        );
+        let page = (topic, partition, offset, max_bytes, wait_ms);
         let response = self
-            .request(reqwest::Method::GET, &path)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(transport)?;
-        json_body(checked(response).await?).await
+            .fetch_page(page, "&value_format=base64", "application/json")
+            .await?;
+        json_body(response).await
     }
 
     /// An SSE stream of `topic`/`partition` from `offset` (values as base64).

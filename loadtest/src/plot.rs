@@ -25,25 +25,22 @@ pub fn draw(report: &Report, dir: &Path) -> anyhow::Result<()> {
     if series.is_empty() {
         return Ok(());
     }
-    let size = (1000, 600);
-    {
-        let png = dir.join("latency.png");
-        let root = BitMapBackend::new(&png, size).into_drawing_area();
-        latency(&root, &series)?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
-        let svg = dir.join("latency.svg");
-        let root = SVGBackend::new(&svg, size).into_drawing_area();
-        latency(&root, &series)?;
-        root.present().map_err(|e| anyhow!("{e}"))?;
+    // The chart functions are generic over the backend, so one macro draws each in both.
+    macro_rules! both_formats {
+        ($name:literal, $chart:ident) => {{
+            let size = (1000, 600);
+            let png = dir.join(concat!($name, ".png"));
+            let root = BitMapBackend::new(&png, size).into_drawing_area();
+            $chart(&root, &series)?;
+            root.present().map_err(|e| anyhow!("{e}"))?;
+            let svg = dir.join(concat!($name, ".svg"));
+            let root = SVGBackend::new(&svg, size).into_drawing_area();
+            $chart(&root, &series)?;
+            root.present().map_err(|e| anyhow!("{e}"))?;
+        }};
     }
-    let png = dir.join("timeline.png");
-    let root = BitMapBackend::new(&png, size).into_drawing_area();
-    timeline(&root, &series)?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    let svg = dir.join("timeline.svg");
-    let root = SVGBackend::new(&svg, size).into_drawing_area();
-    timeline(&root, &series)?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
+    both_formats!("latency", latency);
+    both_formats!("timeline", timeline);
     Ok(())
 }
 

@@ -83,14 +83,7 @@ impl Recorder {
             return None;
         }
         let index = since.as_secs() as usize;
-        while self.seconds.len() <= index {
-            self.seconds.push(Second {
-                requests: 0,
-                records: 0,
-                bytes: 0,
-                latency: histogram_with(2),
-            });
-        }
+        grow_to(&mut self.seconds, index);
         Some(index)
     }
 
@@ -101,14 +94,7 @@ impl Recorder {
         self.bytes += other.bytes;
         self.errors += other.errors;
         for (index, second) in other.seconds.iter().enumerate() {
-            while self.seconds.len() <= index {
-                self.seconds.push(Second {
-                    requests: 0,
-                    records: 0,
-                    bytes: 0,
-                    latency: histogram_with(2),
-                });
-            }
+            grow_to(&mut self.seconds, index);
             let slot = &mut self.seconds[index];
             slot.requests += second.requests;
             slot.records += second.records;
@@ -169,6 +155,18 @@ impl Recorder {
                 })
                 .collect(),
         }
+    }
+}
+
+/// Adds empty seconds until `index` exists.
+fn grow_to(seconds: &mut Vec<Second>, index: usize) {
+    while seconds.len() <= index {
+        seconds.push(Second {
+            requests: 0,
+            records: 0,
+            bytes: 0,
+            latency: histogram_with(2),
+        });
     }
 }
 

@@ -157,19 +157,12 @@ async fn json(
     request: &FetchRequest,
     stats: &super::observe::HttpStats,
 ) -> Result<Response, ApiError> {
-    let read = ReadRequest {
-        offset: request.offset,
-        max_bytes: request.max_bytes,
-        max_records: request.max_records,
-    };
-    let read = read_records(reader, &read).await?;
-    let length = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
-    let payload = read
-        .records
-        .iter()
-        .map(|r| length(&r.key) + length(&r.value))
-        .sum();
-    stats.fetched("json", read.records.len() as u64, payload);
+    let read = read_records(reader, &request.read_request()).await?;
+    stats.fetched(
+        "json",
+        read.records.len() as u64,
+        payload_bytes(&read.records),
+    );
     let body = super::fetch_json::fetch_response_json(request.partition, &read, request.format);
     let mut response = Response::new(Body::from(body));
     response
@@ -186,6 +179,25 @@ pub(crate) struct FetchRequest {
     pub(crate) max_bytes: u64,
     pub(crate) max_records: u32,
     pub(crate) format: ValueFormat,
+}
+
+impl FetchRequest {
+    fn read_request(&self) -> ReadRequest {
+        ReadRequest {
+            offset: self.offset,
+            max_bytes: self.max_bytes,
+            max_records: self.max_records,
+        }
+    }
+}
+
+/// Key and value bytes of `records`, for the fetch byte counters.
+fn payload_bytes(records: &[crate::log::Record]) -> u64 {
+    let length = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+    records
+        .iter()
+        .map(|r| length(&r.key) + length(&r.value))
+        .sum()
 }
 
 impl Offers for Format {
@@ -226,12 +238,7 @@ pub(crate) async fn read_page(
     reader: &PartitionReader,
     request: &FetchRequest,
 ) -> Result<Page, ApiError> {
-    let read = ReadRequest {
-        offset: request.offset,
-        max_bytes: request.max_bytes,
-        max_records: request.max_records,
-    };
-    let read = read_records(reader, &read).await?;
+    let read = read_records(reader, &request.read_request()).await?;
     Ok(page(request.partition, read, request.format))
 }
 
@@ -242,12 +249,7 @@ pub(crate) fn page(partition: u32, read: RecordsRead, format: ValueFormat) -> Pa
         .iter()
         .map(|record| to_fetched_record(partition, record, format))
         .collect();
-    let length = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
-    let payload_bytes = read
-        .records
-        .iter()
-        .map(|r| length(&r.key) + length(&r.value))
-        .sum();
+    let payload_bytes = payload_bytes(&read.records);
     Page {
         payload_bytes,
         response: FetchResponse {
