@@ -40,6 +40,9 @@ enum Command {
         #[command(subcommand)]
         command: AuthCommand,
     },
+    /// Round trip through a running server: wait for /readyz, create a topic, produce, fetch
+    /// back, compare, delete the topic (what the Helm chart's `helm test` Pod runs).
+    Check(crate::check::CheckArgs),
     /// Check which disk I/O backend this machine and data directory support.
     IoProbe {
         /// Directory to probe with a real write, fdatasync and read.
@@ -90,6 +93,7 @@ pub fn main() -> ExitCode {
         }
         Command::Dump { segment, records } => dump(&segment, records),
         Command::Auth { command } => auth(command),
+        Command::Check(args) => crate::check::run(&args),
         Command::IoProbe {
             data_dir,
             io_backend,

@@ -627,4 +627,39 @@ mod tests {
             other => panic!("expected two errors, got {other:?}"),
         }
     }
+
+    /// The Helm chart's `config` values (helm/strata/values.schema.json) must offer every
+    /// setting the chart does not set itself, and nothing the server would reject: a setting
+    /// added here without the chart fails this test.
+    #[test]
+    fn helm_chart_schema_offers_every_setting() {
+        let schema_path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../helm/strata/values.schema.json"
+        );
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+        let offered = schema["properties"]["config"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned();
+        let owned_by_chart = [
+            "listen",
+            "data_dir",
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_client_ca_file",
+            "tls_client_principal",
+            "auth_keys_file",
+        ];
+        let mut chart: Vec<String> = offered
+            .chain(owned_by_chart.iter().map(|key| key.to_string()))
+            .collect();
+        chart.sort();
+        let server = serde_json::to_value(Config::default()).unwrap();
+        let mut settings: Vec<String> = server.as_object().unwrap().keys().cloned().collect();
+        settings.sort();
+        assert_eq!(chart, settings);
+    }
 }

@@ -5,6 +5,7 @@
 
 pub mod broker;
 pub mod build_info;
+pub mod check;
 pub mod cleaner;
 pub mod cli;
 pub mod clock;
