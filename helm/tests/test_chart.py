@@ -254,6 +254,27 @@ def test_dev_values_start_seaweedfs_and_point_strata_at_it():
     assert {"name": "data", "emptyDir": {"sizeLimit": "5Gi"}} in sts["spec"]["template"]["spec"]["volumes"]
 
 
+def test_selectors_pick_only_the_strata_pods():
+    """The demo S3 and the test Pod carry the release's labels too: no selector may match them."""
+    docs = render(["values-dev.yaml", "ci/metrics-values.yaml", "ci/pdb-networkpolicy-values.yaml"])
+    def matches(selector, labels):
+        return all(labels.get(k) == v for k, v in selector.items())
+    others = [find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"],
+              find(docs, "Pod")["metadata"]["labels"]]
+    server = find(docs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    selectors = [find(docs, "StatefulSet")["spec"]["selector"]["matchLabels"],
+                 find(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+                 find(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]]
+    selectors += [s["spec"]["selector"] for s in docs if s["kind"] == "Service" and "dev-s3" not in s["metadata"]["name"]]
+    for selector in selectors:
+        assert matches(selector, server), selector
+        assert not any(matches(selector, labels) for labels in others), selector
+    # The ServiceMonitor scrapes the client Service only, not the headless one (no double scrape).
+    monitor = find(docs, "ServiceMonitor")["spec"]["selector"]["matchLabels"]
+    scraped = [s["metadata"]["name"] for s in docs if s["kind"] == "Service" and matches(monitor, s["metadata"]["labels"])]
+    assert scraped == ["rel-strata"]
+
+
 def test_test_pod_checks_through_the_client_service():
     test_pod = find(render([]), "Pod")
     assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"

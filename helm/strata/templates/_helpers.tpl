@@ -21,6 +21,12 @@ app.kubernetes.io/name: {{ include "strata.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The Strata pods only: the demo S3 and the test Pod share the release's labels. */}}
+{{- define "strata.serverSelectorLabels" -}}
+{{ include "strata.selectorLabels" . }}
+app.kubernetes.io/component: server
+{{- end -}}
+
 {{- define "strata.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "strata.selectorLabels" . }}
