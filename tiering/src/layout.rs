@@ -8,6 +8,11 @@
 //! topics/{topic}/{partition}/segments/{base:020}.{writer}.index      sparse offset index
 //! topics/{topic}/{partition}/segments/{base:020}.{writer}.timeindex  sparse time index
 //! topics/{topic}/{partition}/segments/{base:020}.{writer}.chunks     SHA-256 of each data chunk
+//! topics/{topic}/{partition}/tlog/checkpoint                  newest signed checkpoint
+//! topics/{topic}/{partition}/tlog/checkpoints/{size:020}      every checkpoint, create-only
+//! topics/{topic}/{partition}/tlog/tile/...                    C2SP tlog-tiles tiles and entry bundles
+//! tlog-keys/{key id:08x}.vkey                                 checkpoint verification keys
+//! FORMAT.md, format.json                                      this layout, for auditors
 //! ```
 //!
 //! `writer` is a random id of the server process that uploaded the segment: a second writer that
@@ -57,6 +62,21 @@ pub fn parse_manifest_generation(key: &Path) -> Option<u64> {
     (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
         .then(|| stem.parse().ok())
         .flatten()
+}
+
+/// `topics/{topic}/{partition}/tlog`: the partition's transparency log (never deleted).
+pub fn tlog_dir(topic: &str, partition: u32) -> Path {
+    Path::from_iter([TOPICS, topic, &partition.to_string(), "tlog"])
+}
+
+/// `tlog-keys/{id:08x}.vkey`: a published checkpoint verification key.
+pub fn tlog_key(id: u32) -> Path {
+    Path::from_iter(["tlog-keys".to_string(), format!("{id:08x}.vkey")])
+}
+
+/// `tlog-keys/`.
+pub fn tlog_keys_dir() -> Path {
+    Path::from("tlog-keys")
 }
 
 /// `topics/{topic}/{partition}/segments/`.

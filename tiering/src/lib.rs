@@ -21,6 +21,7 @@ pub mod object_lock;
 pub mod probe;
 pub mod store;
 pub mod store_url;
+pub mod tlog;
 pub mod upload;
 
 #[cfg(any(test, feature = "test-util"))]
