@@ -98,7 +98,7 @@ pub fn decode_bundle(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
 
 /// Splits tile bytes into hashes, or `None` when the length is not a multiple of 32.
 pub fn tile_hashes(bytes: &[u8]) -> Option<Vec<Hash>> {
-    if bytes.len() % 32 != 0 {
+    if !bytes.len().is_multiple_of(32) {
         return None;
     }
     Some(
