@@ -43,6 +43,15 @@ enum Command {
     /// Round trip through a running server: wait for /readyz, create a topic, produce, fetch
     /// back, compare, delete the topic (what the Helm chart's `helm test` Pod runs).
     Check(crate::check::CheckArgs),
+    /// Verify a bucket (or a copy of it) as an auditor: transparency logs against their signed
+    /// checkpoints, every object's SHA-256 and chunk digests, every batch's CRC, offsets
+    /// without unaccounted gaps. Exit status 0 only when everything verifies.
+    Verify(crate::archive::cli::VerifyArgs),
+    /// Read the archive without a server.
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
     /// Check which disk I/O backend this machine and data directory support.
     IoProbe {
         /// Directory to probe with a real write, fdatasync and read.
@@ -52,6 +61,12 @@ enum Command {
         #[arg(long, default_value = "auto")]
         io_backend: IoBackendChoice,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ArchiveCommand {
+    /// Print a partition's records (an offset or time range) from the bucket alone, as NDJSON.
+    Read(crate::archive::cli::ReadArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +109,14 @@ pub fn main() -> ExitCode {
         Command::Dump { segment, records } => dump(&segment, records),
         Command::Auth { command } => auth(command),
         Command::Check(args) => crate::check::run(&args),
+        Command::Verify(args) => match crate::archive::cli::verify(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(error) => Err(error),
+        },
+        Command::Archive {
+            command: ArchiveCommand::Read(args),
+        } => crate::archive::cli::read(&args),
         Command::IoProbe {
             data_dir,
             io_backend,

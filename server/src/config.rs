@@ -58,6 +58,9 @@ pub struct Config {
     pub tiering_chunk_cache_bytes: u64,
     /// Age in ms after which objects no manifest references are deleted.
     pub tiering_orphan_grace_ms: u64,
+    /// Checkpoint signing key of the bucket's transparency logs (`PRIVATE+KEY+...`); empty:
+    /// `<data_dir>/archive/signing.key`, created on first start.
+    pub archive_signing_key_file: String,
     /// `none` (anyone who reaches the port may do everything) or `api_key` (every request but
     /// health checks and the API description needs `Authorization: Bearer <token>`).
     pub auth_mode: AuthMode,
@@ -187,6 +190,7 @@ impl Default for Config {
             auth_quotas: std::collections::BTreeMap::new(),
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
+            archive_signing_key_file: String::new(),
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
             access_log_sample_rate: 1.0,
@@ -257,6 +261,9 @@ pub struct ConfigArgs {
     /// Orphaned-object grace period in ms.
     #[arg(long, env = "STRATA_TIERING_ORPHAN_GRACE_MS")]
     pub tiering_orphan_grace_ms: Option<u64>,
+    /// Checkpoint signing key file of the bucket's transparency logs.
+    #[arg(long, env = "STRATA_ARCHIVE_SIGNING_KEY_FILE")]
+    pub archive_signing_key_file: Option<String>,
     /// Authentication: none or api_key.
     #[arg(long, env = "STRATA_AUTH_MODE")]
     pub auth_mode: Option<AuthMode>,
@@ -382,6 +389,7 @@ impl Config {
             tiering_interval_ms,
             tiering_chunk_cache_bytes,
             tiering_orphan_grace_ms,
+            archive_signing_key_file,
             auth_mode,
             auth_keys_file,
             auth_acls_file,
@@ -423,6 +431,7 @@ impl Config {
             interval_ms: self.tiering_interval_ms,
             chunk_cache_bytes: self.tiering_chunk_cache_bytes,
             orphan_grace_ms: i64::try_from(self.tiering_orphan_grace_ms).unwrap_or(i64::MAX),
+            signing_key_file: self.archive_signing_key_file.clone(),
         }
     }
 

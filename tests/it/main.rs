@@ -4,6 +4,7 @@
 // Test code may unwrap (clippy.toml allows it in tests; helpers outside #[test] fns need this).
 #![allow(clippy::unwrap_used)]
 
+mod archive;
 mod cleaning;
 mod corruption;
 mod crash;

@@ -18,24 +18,24 @@ use strata_tiering::testing::{s3_test_server, unique_prefix};
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Where a test's server tiers to.
-enum TestStore {
+pub(crate) enum TestStore {
     Local(tempfile::TempDir),
     S3 { bucket: String, prefix: String },
 }
 
 impl TestStore {
-    fn local() -> Self {
+    pub(crate) fn local() -> Self {
         TestStore::Local(tempfile::tempdir().unwrap())
     }
 
-    fn s3(bucket: &str, label: &str) -> Self {
+    pub(crate) fn s3(bucket: &str, label: &str) -> Self {
         TestStore::S3 {
             bucket: bucket.to_string(),
             prefix: unique_prefix(label),
         }
     }
 
-    fn settings(&self) -> StoreSettings {
+    pub(crate) fn settings(&self) -> StoreSettings {
         match self {
             TestStore::Local(dir) => StoreSettings {
                 url: dir.path().display().to_string(),
@@ -45,11 +45,11 @@ impl TestStore {
         }
     }
 
-    fn open(&self) -> TierStore {
+    pub(crate) fn open(&self) -> TierStore {
         TierStore::open(&self.settings()).unwrap()
     }
 
-    fn options(&self, data_dir: Option<std::path::PathBuf>) -> ServerOptions {
+    pub(crate) fn options(&self, data_dir: Option<std::path::PathBuf>) -> ServerOptions {
         let settings = self.settings();
         let mut args = vec![
             "--tiering-interval-ms".to_string(),

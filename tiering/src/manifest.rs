@@ -260,10 +260,7 @@ fn parse(key: &Path, body: &[u8], generation: u64) -> Result<Manifest, ManifestE
 /// but reported an error then reads as success when the content is the same).
 pub async fn store_next(store: &dyn ObjectStore, manifest: &Manifest) -> Result<(), ManifestError> {
     let key = layout::manifest_file(&manifest.topic, manifest.partition, manifest.generation);
-    let body = serde_json::to_vec_pretty(manifest).map_err(|e| ManifestError::Invalid {
-        key: key.to_string(),
-        reason: e.to_string(),
-    })?;
+    let body = to_bytes(manifest);
     let options = PutOptions {
         mode: PutMode::Create,
         ..PutOptions::default()
@@ -315,6 +312,11 @@ async fn prune(store: &dyn ObjectStore, manifest: &Manifest) {
             tracing::debug!(%error, key = %object.location, "could not prune an old manifest");
         }
     }
+}
+
+/// The stored bytes of a manifest (pretty JSON; the transparency log records their SHA-256).
+pub fn to_bytes(manifest: &Manifest) -> Vec<u8> {
+    serde_json::to_vec_pretty(manifest).unwrap_or_default()
 }
 
 /// Keys under a partition's `segments/` prefix that `manifest` does not reference (neither

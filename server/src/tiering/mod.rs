@@ -7,6 +7,7 @@
 //! [`sync`] task replaces it. The manifest is the only thing trusted about the bucket: a segment
 //! is readable remotely once a manifest lists it, and a local segment is deleted only after that.
 
+pub mod archive;
 pub mod cold;
 pub mod remote_log;
 pub mod restore;
@@ -46,6 +47,9 @@ pub struct TieringSettings {
     pub chunk_cache_bytes: u64,
     /// Age after which unreferenced objects are deleted.
     pub orphan_grace_ms: i64,
+    /// The transparency logs' checkpoint signing key (`PRIVATE+KEY+...`); empty:
+    /// `<data_dir>/archive/signing.key`, created on first start.
+    pub signing_key_file: String,
 }
 
 /// Why tiering could not start or an operation failed.
@@ -95,6 +99,9 @@ pub enum TieringError {
     /// expected; deletes are retried on a later sweep).
     #[error("deleting a version: {0}")]
     DeleteVersion(#[from] strata_tiering::object_lock::DeleteVersionError),
+    /// A transparency log could not be loaded or published.
+    #[error(transparent)]
+    Tlog(#[from] strata_tiering::tlog::log::TlogError),
     /// This server stopped tiering the partition after losing a manifest race.
     #[error("tiering of {topic}/{partition} is stopped: {reason}")]
     Fenced {
@@ -120,6 +127,8 @@ pub struct RemotePartition {
     pub(crate) work: tokio::sync::Mutex<()>,
     indexes: Mutex<HashMap<u64, Arc<OffsetIndex>>>,
     digests: Mutex<HashMap<u64, Arc<ChunkDigests>>>,
+    /// The partition's transparency log, loaded on first use (under `work`).
+    pub(crate) tlog: tokio::sync::Mutex<Option<strata_tiering::tlog::log::PartitionLog>>,
 }
 
 /// Parsed remote indexes kept per partition; the raw bytes are in the chunk cache anyway.
@@ -135,6 +144,7 @@ impl RemotePartition {
             work: tokio::sync::Mutex::new(()),
             indexes: Mutex::new(HashMap::new()),
             digests: Mutex::new(HashMap::new()),
+            tlog: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -183,6 +193,8 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
+    /// Signs the transparency logs' checkpoints.
+    signer: strata_tiering::tlog::note::NoteSigner,
     /// Counters for `/metrics`.
     stats: stats::TieringStats,
 }
@@ -224,7 +236,13 @@ impl Tiering {
             s3_region: nonempty(&settings.s3_region),
             s3_credentials: None,
         })?;
-        Self::with_store(store, settings, clock).await
+        let key_file = if settings.signing_key_file.is_empty() {
+            data_dir.join("archive").join("signing.key")
+        } else {
+            std::path::PathBuf::from(&settings.signing_key_file)
+        };
+        let signer = archive::load_or_create_signer(&key_file)?;
+        Self::with_store(store, settings, signer, clock).await
     }
 
     /// [`Tiering::open`] for a store already opened (tests wrap it in a fault injector).
@@ -234,6 +252,7 @@ impl Tiering {
     pub async fn with_store(
         store: TierStore,
         settings: TieringSettings,
+        signer: strata_tiering::tlog::note::NoteSigner,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Tiering>, TieringError> {
         let objects = store.scoped();
@@ -257,8 +276,8 @@ impl Tiering {
             },
         )?;
         let writer = writer_id();
-        tracing::info!(location = ?store.location(), writer, versioned, "tiered storage ready");
-        Ok(Arc::new(Tiering {
+        tracing::info!(location = ?store.location(), writer, versioned, key = %signer.verifier(), "tiered storage ready");
+        let tiering = Arc::new(Tiering {
             store,
             objects,
             cache,
@@ -269,8 +288,11 @@ impl Tiering {
             settings,
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
+            signer,
             stats: stats::TieringStats::default(),
-        }))
+        });
+        tiering.publish_archive_metadata().await?;
+        Ok(tiering)
     }
 
     /// Period of the background sweep.
@@ -363,9 +385,20 @@ impl Tiering {
     }
 
     /// Forgets a deleted topic and removes its objects: `topic.json` first, so a restore can
-    /// never bring the topic back, then everything under its prefix in the background.
+    /// never bring the topic back, then, per partition, a deletion entry in its transparency
+    /// log and everything but the log itself, in the background. A partition whose deletion
+    /// could not be logged keeps its objects (deleting them would be a silent deletion).
     pub async fn delete_topic(self: &Arc<Self>, topic: &str) {
-        self.partitions.lock().retain(|(t, _), _| t != topic);
+        let partitions: Vec<Arc<RemotePartition>> = {
+            let mut map = self.partitions.lock();
+            let removed = map
+                .iter()
+                .filter(|((t, _), _)| t == topic)
+                .map(|(_, remote)| Arc::clone(remote))
+                .collect();
+            map.retain(|(t, _), _| t != topic);
+            removed
+        };
         self.published_topics.lock().remove(topic);
         let key = strata_tiering::layout::topic_file(topic);
         if let Err(error) = self.delete_object(&key).await {
@@ -374,10 +407,17 @@ impl Tiering {
         let this = Arc::clone(self);
         let topic = topic.to_string();
         tokio::spawn(async move {
+            let logged = this.record_topic_deletion(&topic, partitions).await;
             let root = strata_tiering::layout::topic_root(&topic);
             match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
                 Ok(objects) => {
                     for object in objects {
+                        let mut parts = object.location.parts().skip(2);
+                        let partition = parts.next().and_then(|p| p.as_ref().parse::<u32>().ok());
+                        let in_log = parts.next().is_some_and(|p| p.as_ref() == "tlog");
+                        if in_log || partition.is_some_and(|p| !logged.contains(&p)) {
+                            continue;
+                        }
                         if let Err(error) = this.delete_object(&object.location).await {
                             tracing::warn!(key = %object.location, %error, "could not delete a deleted topic's object");
                         }

@@ -116,6 +116,10 @@ pub fn failure_kind(error: &TieringError) -> FailureKind {
         },
         TieringError::Store(store) => store_failure_kind(store),
         TieringError::Fenced { .. } => FailureKind::Conflict,
+        TieringError::Tlog(tlog) => match tlog {
+            strata_tiering::tlog::log::TlogError::Inconsistent { .. } => FailureKind::Corrupt,
+            strata_tiering::tlog::log::TlogError::Store(store) => store_failure_kind(store),
+        },
         TieringError::Open(_)
         | TieringError::Probe(_)
         | TieringError::Upload(_)

@@ -6,6 +6,7 @@
 use object_store::path::Path;
 use strata_tiering::manifest::{self, RemoteSegment};
 
+use super::archive::Change;
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::Partition;
 use crate::log::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
@@ -56,7 +57,15 @@ impl Tiering {
         };
         let mut successor = manifest.successor(&self.writer);
         let removed = successor.cut_below(cut, now);
-        self.store_manifest(remote, successor).await?;
+        let change = Change {
+            reason: "retention",
+            policy: format!(
+                "retention_ms={},retention_bytes={}",
+                config.retention_ms, config.retention_bytes
+            ),
+            principal: None,
+        };
+        self.store_manifest(remote, successor, &change).await?;
         tracing::info!(topic = %remote.topic, partition = remote.partition, removed, log_start = cut, "remote retention");
         Ok(())
     }
@@ -104,7 +113,8 @@ impl Tiering {
         if still_pending != manifest.pending_deletes {
             let mut successor = manifest.successor(&self.writer);
             successor.pending_deletes = still_pending;
-            self.store_manifest(remote, successor).await?;
+            self.store_manifest(remote, successor, &Change::because("cleanup"))
+                .await?;
         }
         Ok(())
     }
@@ -151,6 +161,11 @@ impl Tiering {
         }
         let mut successor = manifest.successor(&self.writer);
         successor.cut_below(before, self.clock.now_ms());
-        self.store_manifest(&remote, successor).await
+        let change = Change {
+            reason: "delete_records",
+            policy: format!("delete_records before {before}"),
+            principal: None,
+        };
+        self.store_manifest(&remote, successor, &change).await
     }
 }

@@ -14,6 +14,7 @@ use serde_json::Value;
 use strata_tiering::layout::{self};
 use strata_tiering::manifest::{self, Manifest, ManifestError};
 
+use super::archive::Change;
 use super::stats::TieringStats;
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::Partition;
@@ -138,6 +139,8 @@ impl Tiering {
                 reason,
             });
         }
+        // What a crash kept from the log last time, before anything new happens.
+        self.record(&remote, &Change::recovered()).await?;
         self.upload_closed(&remote, partition, config).await?;
         let now = self.clock.now_ms();
         let uploaded_end = remote.manifest().next_offset();
@@ -171,16 +174,18 @@ impl Tiering {
     }
 
     /// Writes the next manifest; losing the race to another writer stops tiering here.
+    /// Then records the change in the partition's transparency log.
     pub(crate) async fn store_manifest(
         &self,
         remote: &RemotePartition,
         manifest: Manifest,
+        change: &Change,
     ) -> Result<(), TieringError> {
         match manifest::store_next(self.objects.as_ref(), &manifest).await {
             Ok(()) => {
                 TieringStats::add(&self.stats.manifest_writes, 1);
                 remote.set_manifest(manifest);
-                Ok(())
+                self.record(remote, change).await
             }
             Err(ManifestError::LandedEarlier(existing)) => {
                 tracing::info!(

@@ -20,6 +20,7 @@ use crate::log::Acks;
 use crate::log::batch::{BatchOptions, NewRecord, RecordBatch, encode_batch};
 use crate::names::TopicName;
 use crate::topics::catalog::Catalog;
+use strata_tiering::tlog::note::NoteSigner;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -65,8 +66,10 @@ async fn fixture_with_partitions(partitions: u32) -> Fixture {
         interval_ms: 100,
         chunk_cache_bytes: 1 << 20,
         orphan_grace_ms: 0,
+        signing_key_file: String::new(),
     };
-    let tiering = Tiering::with_store(store, settings, clock.clone())
+    let signer = NoteSigner::from_seed("strata-test", [5; 32]).unwrap();
+    let tiering = Tiering::with_store(store, settings, signer, clock.clone())
         .await
         .unwrap();
     let configs: BTreeMap<String, Value> = [

@@ -8,6 +8,7 @@ use strata_tiering::manifest::{ObjectRef, RemoteSegment};
 use strata_tiering::object_lock::{Retention, RetentionMode};
 use strata_tiering::upload::{UploadOptions, UploadedObject, upload_all, upload_bytes};
 
+use super::archive::Change;
 use super::stats::TieringStats;
 use super::sync::from_epoch_ms;
 use super::{RemotePartition, Tiering, TieringError};
@@ -34,13 +35,15 @@ impl Tiering {
             }
             let uploaded = self.upload_segment(remote, &segment, config).await?;
             let mut successor = manifest.successor(&self.writer);
+            let mut change = Change::because("upload");
             if segment.snapshot.base_offset > next {
+                change = Change::because("local_gap");
                 // Records between the manifest's end and this segment are gone locally (deleted
                 // by delete-records before they were uploaded): the remote log starts after them.
                 successor.cut_below(segment.snapshot.base_offset, self.clock.now_ms());
             }
             successor.segments.push(uploaded);
-            self.store_manifest(remote, successor).await?;
+            self.store_manifest(remote, successor, &change).await?;
             TieringStats::add(&self.stats.segments_uploaded, 1);
             TieringStats::add(&self.stats.bytes_uploaded, segment.snapshot.durable_size);
         }

@@ -38,6 +38,63 @@ pub fn bundle_path(index: u64, width: u64) -> String {
     with_width(format!("tile/entries/{}", index_path(index)), width)
 }
 
+/// A tile or entry bundle named by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileName {
+    /// `None` for an entry bundle, else the tile level.
+    pub level: Option<usize>,
+    /// Tile index.
+    pub index: u64,
+    /// Hashes or entries it holds (256 when full).
+    pub width: u64,
+}
+
+/// Parses `tile/<level>/<n>[.p/<width>]` or `tile/entries/<n>[.p/<width>]`; `None` for any
+/// other name, including non-canonical spellings of a valid one.
+pub fn parse_tile_path(path: &str) -> Option<TileName> {
+    let rest = path.strip_prefix("tile/")?;
+    let (kind, rest) = rest.split_once('/')?;
+    let (index_part, width) = match rest.split_once(".p/") {
+        Some((index, width)) => (
+            index,
+            width
+                .parse::<u64>()
+                .ok()
+                .filter(|w| (1..TILE_WIDTH).contains(w))?,
+        ),
+        None => (rest, TILE_WIDTH),
+    };
+    let mut index = 0u64;
+    let groups: Vec<&str> = index_part.split('/').collect();
+    for (i, group) in groups.iter().enumerate() {
+        let digits = if i + 1 < groups.len() {
+            group.strip_prefix('x')?
+        } else {
+            group
+        };
+        if digits.len() != 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        index = index
+            .checked_mul(1000)?
+            .checked_add(digits.parse::<u64>().ok()?)?;
+    }
+    let level = match kind {
+        "entries" => None,
+        level => Some(level.parse::<usize>().ok().filter(|l| *l < 64)?),
+    };
+    let name = TileName {
+        level,
+        index,
+        width,
+    };
+    let canonical = match level {
+        None => bundle_path(index, width),
+        Some(level) => tile_path(level, index, width),
+    };
+    (canonical == path).then_some(name)
+}
+
 /// Hashes at tile level `level` for a tree of `size` leaves: `floor(size / 256^level)`.
 pub fn hashes_at_level(size: u64, level: usize) -> u64 {
     let shift = u32::try_from(level * TILE_HEIGHT).unwrap_or(u32::MAX);
@@ -128,6 +185,30 @@ mod tests {
         assert_eq!(tile_path(0, 1_234_067, 112), "tile/0/x001/x234/067.p/112");
         assert_eq!(bundle_path(0, 5), "tile/entries/000.p/5");
         assert_eq!(tile_path(1, 0, 256), "tile/1/000");
+    }
+
+    #[test]
+    fn tile_paths_parse_back() {
+        for (level, index, width) in [(0, 0, 256), (0, 1_234_067, 112), (3, 1000, 1)] {
+            let name = parse_tile_path(&tile_path(level, index, width)).unwrap();
+            assert_eq!(
+                (name.level, name.index, name.width),
+                (Some(level), index, width)
+            );
+        }
+        let bundle = parse_tile_path(&bundle_path(5, 7)).unwrap();
+        assert_eq!((bundle.level, bundle.index, bundle.width), (None, 5, 7));
+        for bad in [
+            "tile/0/0",
+            "tile/0/x000",
+            "tile/0/000.p/256",
+            "tile/0/000.p/0",
+            "tile/a/000",
+            "tile/0/1000",
+            "checkpoint",
+        ] {
+            assert_eq!(parse_tile_path(bad), None, "{bad}");
+        }
     }
 
     #[test]

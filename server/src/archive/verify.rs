@@ -1,0 +1,649 @@
+//! `strata verify`: checks a bucket (or a copy of it) with read access only, as FORMAT.md
+//! describes it: each partition's transparency log against its signed checkpoints (and an
+//! older checkpoint the auditor kept), the log's entries against the manifests, `topic.json`
+//! and every live segment's objects, and the offsets from the log start to the end without a
+//! gap that no deletion entry accounts for.
+
+use std::collections::{BTreeMap, HashSet};
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use strata_tiering::layout;
+use strata_tiering::manifest::RemoteSegment;
+use strata_tiering::tlog::leaf::{Leaf, sha256_hex};
+use strata_tiering::tlog::merkle::{Tree, leaf_hash};
+use strata_tiering::tlog::note::{Checkpoint, NoteVerifier};
+use strata_tiering::tlog::tiles::{self, TILE_WIDTH};
+
+use super::report::{DeletionSummary, Failure, PartitionReport, Report};
+use super::segment_check::check_segment;
+use crate::tiering::archive::{FORMAT_JSON, FORMAT_MD};
+
+/// What the auditor brings.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Keys to trust; empty: the ones published in the bucket (weaker).
+    pub keys: Vec<NoteVerifier>,
+    /// Older checkpoints kept by the auditor, per `(topic, partition)`.
+    pub checkpoints: Vec<(String, u32, String)>,
+    /// Segments checked at once.
+    pub concurrency: usize,
+}
+
+/// Called after each segment is checked (progress bars).
+pub type Progress<'a> = &'a (dyn Fn(u64) + Sync);
+
+/// Verifies everything in the store.
+pub async fn verify(
+    store: &dyn ObjectStore,
+    options: &VerifyOptions,
+    progress: Progress<'_>,
+) -> Report {
+    let mut report = Report::default();
+    check_format_files(store, &mut report).await;
+    let published = published_keys(store, &mut report).await;
+    let keys = if options.keys.is_empty() {
+        report.key_source = "bucket";
+        published
+    } else {
+        report.key_source = "given";
+        options.keys.clone()
+    };
+    report.keys = keys.iter().map(ToString::to_string).collect();
+    if keys.is_empty() {
+        report.failures.push(Failure::new(
+            "tlog-keys/",
+            "no verification key: none given and none published",
+        ));
+    }
+    for topic in list_dirs(store, &layout::topics_root()).await {
+        let partitions = list_dirs(store, &layout::topic_root(&topic)).await;
+        let mut topic_leaf = None;
+        for number in partitions.iter().filter_map(|p| p.parse::<u32>().ok()) {
+            let (partition, walk) =
+                verify_partition(store, &topic, number, &keys, options, progress).await;
+            if number == 0 {
+                topic_leaf = walk.topic;
+            }
+            report.objects_read += walk.objects;
+            report.bytes_read += walk.bytes;
+            report.partitions.push(partition);
+        }
+        check_topic_file(store, &topic, topic_leaf, &mut report).await;
+    }
+    report.settle();
+    report
+}
+
+/// The bucket's FORMAT.md and format.json must be this version's, byte for byte.
+async fn check_format_files(store: &dyn ObjectStore, report: &mut Report) {
+    for (name, text) in [("FORMAT.md", FORMAT_MD), ("format.json", FORMAT_JSON)] {
+        match get(store, &Path::from(name)).await {
+            Ok(Some(bytes)) if bytes == text.as_bytes() => {}
+            Ok(Some(_)) => report.failures.push(Failure::new(
+                name,
+                "differs from the format description of this version",
+            )),
+            Ok(None) => report.warnings.push(format!("{name} is missing")),
+            Err(error) => report.failures.push(Failure::new(name, error)),
+        }
+    }
+}
+
+/// Keys in `tlog-keys/`; each must parse and be stored under its own id.
+async fn published_keys(store: &dyn ObjectStore, report: &mut Report) -> Vec<NoteVerifier> {
+    let mut keys = Vec::new();
+    let listed = strata_tiering::store::list_sorted(store, Some(&layout::tlog_keys_dir())).await;
+    for object in listed.unwrap_or_default() {
+        let key = object.location.to_string();
+        match get(store, &object.location).await {
+            Ok(Some(bytes)) => match NoteVerifier::parse(&String::from_utf8_lossy(&bytes)) {
+                Ok(verifier) if layout::tlog_key(verifier.id()) == object.location => {
+                    keys.push(verifier)
+                }
+                Ok(_) => report
+                    .failures
+                    .push(Failure::new(key, "key stored under another key's id")),
+                Err(error) => report.failures.push(Failure::new(key, error.to_string())),
+            },
+            Ok(None) => {}
+            Err(error) => report.failures.push(Failure::new(key, error)),
+        }
+    }
+    keys
+}
+
+/// `topic.json` must be the one partition 0's log last recorded.
+async fn check_topic_file(
+    store: &dyn ObjectStore,
+    topic: &str,
+    logged: Option<String>,
+    report: &mut Report,
+) {
+    let key = layout::topic_file(topic);
+    match (get(store, &key).await, logged) {
+        (Ok(Some(bytes)), Some(sha)) if sha256_hex(&bytes) == sha => {}
+        (Ok(Some(_)), Some(_)) => report.failures.push(Failure::new(
+            key.to_string(),
+            "differs from the version its log recorded",
+        )),
+        (Ok(Some(_)), None) => report.warnings.push(format!(
+            "{key} is not recorded in a transparency log (written before logging began)"
+        )),
+        (Ok(None), _) => {}
+        (Err(error), _) => report.failures.push(Failure::new(key.to_string(), error)),
+    }
+}
+
+/// What walking one partition's log found besides the report.
+#[derive(Debug, Default)]
+struct Walk {
+    topic: Option<String>,
+    objects: u64,
+    bytes: u64,
+}
+
+/// A log's entries, interpreted.
+#[derive(Debug, Default)]
+struct Entries {
+    segments: BTreeMap<u64, RemoteSegment>,
+    start: Option<u64>,
+    deletions: Vec<DeletionSummary>,
+    manifests: BTreeMap<u64, String>,
+    topic: Option<String>,
+    keys: HashSet<String>,
+}
+
+async fn verify_partition(
+    store: &dyn ObjectStore,
+    topic: &str,
+    number: u32,
+    keys: &[NoteVerifier],
+    options: &VerifyOptions,
+    progress: Progress<'_>,
+) -> (PartitionReport, Walk) {
+    let mut report = PartitionReport {
+        topic: topic.to_string(),
+        partition: number,
+        ..PartitionReport::default()
+    };
+    let mut walk = Walk::default();
+    let prefix = layout::tlog_dir(topic, number);
+    let Some((checkpoint, tree, entries)) = load_log(store, &prefix, keys, &mut report).await
+    else {
+        return (report, walk);
+    };
+    report.tree_size = checkpoint.size;
+    check_history(store, &prefix, keys, &tree, &mut report).await;
+    for (t, p, note) in &options.checkpoints {
+        if t == topic && *p == number {
+            check_older(note, keys, &tree, &prefix, &mut report);
+        }
+    }
+    let entries = interpret(topic, number, &entries, &prefix, &mut report);
+    walk.topic = entries.topic.clone();
+    let live = live_segments(&entries, &mut report);
+    let results: Vec<_> = futures::stream::iter(live.iter().map(|segment| async move {
+        let check = check_segment(store, segment).await;
+        progress(1);
+        check
+    }))
+    .buffer_unordered(options.concurrency.max(1))
+    .collect()
+    .await;
+    for check in results {
+        walk.objects += check.objects;
+        walk.bytes += check.bytes;
+        report.failures.extend(check.failures);
+    }
+    check_manifests(store, topic, number, &entries, &mut report).await;
+    list_orphans(store, topic, number, &entries, &mut report).await;
+    (report, walk)
+}
+
+/// The checkpoint (signed by a trusted key), every entry bundle, and the tiles for its size,
+/// which must all agree with the tree rebuilt from the entries.
+async fn load_log(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    keys: &[NoteVerifier],
+    report: &mut PartitionReport,
+) -> Option<(Checkpoint, Tree, Vec<(String, Vec<u8>)>)> {
+    let key = prefix.clone().join("checkpoint");
+    let text = match get(store, &key).await {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => {
+            report.failures.push(Failure::new(
+                key.to_string(),
+                "missing: the partition has no transparency log",
+            ));
+            return None;
+        }
+        Err(error) => {
+            report.failures.push(Failure::new(key.to_string(), error));
+            return None;
+        }
+    };
+    let Some(checkpoint) = open(&text, keys) else {
+        report.failures.push(Failure::new(
+            key.to_string(),
+            "no signature of a trusted key verifies",
+        ));
+        return None;
+    };
+    let mut entries = Vec::new();
+    let size = checkpoint.size;
+    for index in 0..size.div_ceil(TILE_WIDTH) {
+        let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
+        let bundle = child(prefix, &tiles::bundle_path(index, width));
+        let decoded = match get(store, &bundle).await {
+            Ok(Some(bytes)) => tiles::decode_bundle(&bytes).filter(|e| e.len() as u64 == width),
+            Ok(None) => None,
+            Err(error) => {
+                report
+                    .failures
+                    .push(Failure::new(bundle.to_string(), error));
+                return None;
+            }
+        };
+        let Some(decoded) = decoded else {
+            report.failures.push(Failure::new(
+                bundle.to_string(),
+                format!("missing or not {width} entries"),
+            ));
+            return None;
+        };
+        entries.extend(decoded.into_iter().map(|e| (bundle.to_string(), e)));
+    }
+    let tree = Tree::from_leaf_hashes(entries.iter().map(|(_, e)| leaf_hash(e)));
+    if tree.root() != checkpoint.root {
+        let culprits = bundles_disagreeing_with_tiles(store, prefix, size, &tree).await;
+        if culprits.is_empty() {
+            report.failures.push(Failure::new(
+                key.to_string(),
+                "the entries do not hash to the checkpoint's root",
+            ));
+        }
+        for bundle in culprits {
+            report.failures.push(Failure::new(
+                bundle,
+                "entries differ from the log's signed tree",
+            ));
+        }
+        return None;
+    }
+    for (level, index, width) in tiles::tiles_changed(0, size) {
+        let tile = child(prefix, &tiles::tile_path(level, index, width));
+        if !matches!(get(store, &tile).await, Ok(Some(_))) {
+            report
+                .failures
+                .push(Failure::new(tile.to_string(), "tile missing"));
+        }
+    }
+    check_tile_objects(store, prefix, &tree, &entries, report).await;
+    Some((checkpoint, tree, entries))
+}
+
+/// When the entries do not give the signed root: the bundles whose entries disagree with the
+/// stored level-0 tiles (which the signed root covers), so the report names the damaged object.
+async fn bundles_disagreeing_with_tiles(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    size: u64,
+    tree: &Tree,
+) -> Vec<String> {
+    let mut culprits = Vec::new();
+    for index in 0..size.div_ceil(TILE_WIDTH) {
+        let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
+        let tile = child(prefix, &tiles::tile_path(0, index, width));
+        let ours = tiles::tile_bytes(tree, 0, index, width);
+        if let Ok(Some(stored)) = get(store, &tile).await
+            && Some(stored.to_vec()) != ours
+        {
+            culprits.push(child(prefix, &tiles::bundle_path(index, width)).to_string());
+        }
+    }
+    culprits
+}
+
+/// Every tile and bundle object (older partial ones too) holds exactly what the current log
+/// has at its place: a partial tile of an older size is a prefix of today's.
+async fn check_tile_objects(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    tree: &Tree,
+    entries: &[(String, Vec<u8>)],
+    report: &mut PartitionReport,
+) {
+    let dir = prefix.clone().join("tile");
+    let listed = strata_tiering::store::list_sorted(store, Some(&dir))
+        .await
+        .unwrap_or_default();
+    let prefix_text = format!("{prefix}/");
+    for object in listed {
+        let key = object.location.to_string();
+        let Some(name) = key
+            .strip_prefix(&prefix_text)
+            .and_then(tiles::parse_tile_path)
+        else {
+            report
+                .failures
+                .push(Failure::new(key, "not a tile or entry bundle name"));
+            continue;
+        };
+        let expected = match name.level {
+            Some(level) => tiles::tile_bytes(tree, level, name.index, name.width),
+            None => {
+                let start = usize::try_from(name.index * TILE_WIDTH).unwrap_or(usize::MAX);
+                let end = start.saturating_add(usize::try_from(name.width).unwrap_or(0));
+                entries
+                    .get(start..end)
+                    .map(|slice| tiles::encode_bundle(slice.iter().map(|(_, e)| e.as_slice())))
+            }
+        };
+        match (get(store, &object.location).await, expected) {
+            (Ok(Some(bytes)), Some(expected)) if bytes == expected => {}
+            (Ok(None), _) => {}
+            (Err(error), _) => report.failures.push(Failure::new(key, error)),
+            (Ok(Some(_)), Some(_)) => report
+                .failures
+                .push(Failure::new(key, "differs from the log's entries")),
+            (Ok(Some(_)), None) => report
+                .failures
+                .push(Failure::new(key, "beyond the signed log")),
+        }
+    }
+}
+
+/// Every checkpoint in `checkpoints/` is signed and has the root of the log's first entries.
+async fn check_history(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    keys: &[NoteVerifier],
+    tree: &Tree,
+    report: &mut PartitionReport,
+) {
+    let dir = prefix.clone().join("checkpoints");
+    let listed = strata_tiering::store::list_sorted(store, Some(&dir))
+        .await
+        .unwrap_or_default();
+    for object in listed {
+        let key = object.location.to_string();
+        let text = match get(store, &object.location).await {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) => continue,
+            Err(error) => {
+                report.failures.push(Failure::new(key, error));
+                continue;
+            }
+        };
+        match open(&text, keys) {
+            None => report
+                .failures
+                .push(Failure::new(key, "no signature of a trusted key verifies")),
+            Some(old)
+                if object.location.filename() != Some(format!("{:020}", old.size).as_str()) =>
+            {
+                report
+                    .failures
+                    .push(Failure::new(key, "stored under another size"));
+            }
+            Some(old) if tree.prefix_root(old.size) != Some(old.root) => {
+                report.failures.push(Failure::new(
+                    key,
+                    "not consistent with the current log: history was rewritten",
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// A checkpoint the auditor kept must be consistent with the current log.
+fn check_older(
+    note: &str,
+    keys: &[NoteVerifier],
+    tree: &Tree,
+    prefix: &Path,
+    report: &mut PartitionReport,
+) {
+    let name = format!("{prefix}/checkpoint (given)");
+    match open(note, keys) {
+        None => report.failures.push(Failure::new(
+            name,
+            "the given checkpoint is not signed by a trusted key",
+        )),
+        Some(old) => match tree.prefix_root(old.size) {
+            Some(root) if root == old.root => {}
+            Some(_) => report.failures.push(Failure::new(
+                name,
+                "not consistent with the current log: history was rewritten",
+            )),
+            None => report.failures.push(Failure::new(
+                name,
+                format!(
+                    "size {} is beyond the current log: entries were removed",
+                    old.size
+                ),
+            )),
+        },
+    }
+}
+
+fn open(text: &str, keys: &[NoteVerifier]) -> Option<Checkpoint> {
+    keys.iter().find_map(|key| key.open_checkpoint(text).ok())
+}
+
+/// Parses every entry; later segment entries with the same base replace earlier ones.
+fn interpret(
+    topic: &str,
+    number: u32,
+    raw: &[(String, Vec<u8>)],
+    prefix: &Path,
+    report: &mut PartitionReport,
+) -> Entries {
+    let mut entries = Entries::default();
+    for (index, (bundle, bytes)) in raw.iter().enumerate() {
+        let leaf = match Leaf::parse(bytes) {
+            Ok(leaf) => leaf,
+            Err(error) => {
+                report.failures.push(Failure::new(
+                    bundle.clone(),
+                    format!("entry {index}: {error}"),
+                ));
+                continue;
+            }
+        };
+        let (leaf_topic, leaf_partition) = match &leaf {
+            Leaf::Segment {
+                topic, partition, ..
+            }
+            | Leaf::Deletion {
+                topic, partition, ..
+            }
+            | Leaf::Manifest {
+                topic, partition, ..
+            } => (topic.as_str(), Some(*partition)),
+            Leaf::Topic { topic, .. } => (topic.as_str(), None),
+        };
+        if leaf_topic != topic || leaf_partition.is_some_and(|p| p != number) {
+            report.failures.push(Failure::new(
+                format!("{prefix}"),
+                format!("entry {index} belongs to another partition"),
+            ));
+            continue;
+        }
+        match leaf {
+            Leaf::Segment { segment, .. } => {
+                entries.start.get_or_insert(segment.base_offset);
+                for object in segment.objects() {
+                    entries.keys.insert(object.key.clone());
+                }
+                entries.segments.insert(segment.base_offset, segment);
+            }
+            Leaf::Deletion {
+                from_offset,
+                to_offset,
+                reason,
+                policy,
+                time_ms,
+                ..
+            } => {
+                let start = entries.start.get_or_insert(to_offset);
+                *start = (*start).max(to_offset);
+                entries.deletions.push(DeletionSummary {
+                    from_offset,
+                    to_offset,
+                    reason,
+                    policy,
+                    time_ms,
+                });
+            }
+            Leaf::Manifest {
+                generation, sha256, ..
+            } => {
+                entries.manifests.insert(generation, sha256);
+            }
+            Leaf::Topic { sha256, .. } => entries.topic = Some(sha256),
+        }
+    }
+    report.deletions = entries.deletions.clone();
+    entries
+}
+
+/// Segments at or above the log start, which must follow each other without a gap.
+fn live_segments(entries: &Entries, report: &mut PartitionReport) -> Vec<RemoteSegment> {
+    let start = entries.start.unwrap_or(0);
+    let live: Vec<RemoteSegment> = entries
+        .segments
+        .values()
+        .filter(|s| s.last_offset >= start)
+        .cloned()
+        .collect();
+    let mut expected = start;
+    for segment in &live {
+        if segment.base_offset > expected {
+            report.failures.push(
+                Failure::new(&segment.log.key, "offsets before this segment are missing and no deletion entry accounts for them")
+                    .at(expected, segment.base_offset - 1),
+            );
+        }
+        expected = expected.max(segment.last_offset + 1);
+    }
+    report.log_start_offset = start;
+    report.next_offset = expected.max(start);
+    report.records = report.next_offset - start;
+    report.segments = live.len() as u64;
+    report.bytes = live.iter().map(|s| s.size).sum();
+    report.first_timestamp = live.iter().map(|s| s.first_timestamp).min();
+    report.last_timestamp = live.iter().map(|s| s.max_timestamp).max();
+    live
+}
+
+/// Every manifest in the bucket is one the log recorded; the newest agrees with the log.
+async fn check_manifests(
+    store: &dyn ObjectStore,
+    topic: &str,
+    number: u32,
+    entries: &Entries,
+    report: &mut PartitionReport,
+) {
+    let dir = layout::manifest_dir(topic, number);
+    let listed = strata_tiering::store::list_sorted(store, Some(&dir))
+        .await
+        .unwrap_or_default();
+    let newest_logged = entries.manifests.keys().next_back().copied().unwrap_or(0);
+    let mut newest = None;
+    for object in listed {
+        let key = object.location.to_string();
+        let Some(generation) = layout::parse_manifest_generation(&object.location) else {
+            report.warnings.push(format!("{key}: not a manifest name"));
+            continue;
+        };
+        let bytes = match get(store, &object.location).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
+            Err(error) => {
+                report.failures.push(Failure::new(key, error));
+                continue;
+            }
+        };
+        match entries.manifests.get(&generation) {
+            Some(sha) if *sha == sha256_hex(&bytes) => newest = Some((key, bytes)),
+            Some(_) => report.failures.push(Failure::new(key, "differs from the version the log recorded")),
+            None if generation > newest_logged => report
+                .warnings
+                .push(format!("{key}: newer than the log (a crash before the log caught up; the next sweep records it)")),
+            None => report.failures.push(Failure::new(key, "a manifest the log never recorded")),
+        }
+    }
+    if let Some((key, bytes)) = newest {
+        match serde_json::from_slice::<strata_tiering::manifest::Manifest>(&bytes) {
+            Ok(manifest) => {
+                for segment in &manifest.segments {
+                    if entries.segments.get(&segment.base_offset) != Some(segment) {
+                        report.failures.push(
+                            Failure::new(key.clone(), "lists a segment the log does not")
+                                .at(segment.base_offset, segment.last_offset),
+                        );
+                    }
+                }
+            }
+            Err(error) => report.failures.push(Failure::new(key, error.to_string())),
+        }
+    }
+}
+
+/// Objects under `segments/` that no entry names: leftovers of interrupted uploads.
+async fn list_orphans(
+    store: &dyn ObjectStore,
+    topic: &str,
+    number: u32,
+    entries: &Entries,
+    report: &mut PartitionReport,
+) {
+    let dir = layout::segments_dir(topic, number);
+    let listed = strata_tiering::store::list_sorted(store, Some(&dir))
+        .await
+        .unwrap_or_default();
+    for object in listed {
+        if !entries.keys.contains(object.location.as_ref()) {
+            report.warnings.push(format!(
+                "{}: no log entry names it (an interrupted upload)",
+                object.location
+            ));
+        }
+    }
+}
+
+/// Child directories of `dir` (topics, partitions).
+async fn list_dirs(store: &dyn ObjectStore, dir: &Path) -> Vec<String> {
+    match store.list_with_delimiter(Some(dir)).await {
+        Ok(listing) => listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn child(prefix: &Path, relative: &str) -> Path {
+    relative
+        .split('/')
+        .fold(prefix.clone(), |path, part| path.join(part))
+}
+
+/// An object's bytes; `None` when it does not exist.
+async fn get(store: &dyn ObjectStore, key: &Path) -> Result<Option<bytes::Bytes>, String> {
+    match store.get(key).await {
+        Ok(found) => found
+            .bytes()
+            .await
+            .map(Some)
+            .map_err(|e| format!("unreadable: {e}")),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(format!("unreadable: {error}")),
+    }
+}

@@ -1,0 +1,392 @@
+//! The bucket as an auditor's archive (issue 17): a real server fills it, then `strata verify`
+//! (the binary, and in-process for the fast bit-flip trials) and the independent Python script
+//! check it, on a copy in a folder and on SeaweedFS.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use strata_server::archive::report::Report;
+use strata_server::archive::verify::{VerifyOptions, verify};
+use strata_tests::{Api, Server, eventually};
+use strata_tiering::tlog::note::{NoteSigner, NoteVerifier};
+
+use crate::tiering::TestStore;
+
+const WAIT: Duration = Duration::from_secs(60);
+const RECORDS: usize = 40;
+
+/// A server with one tiered topic of two partitions whose every record reached the bucket;
+/// returns the server and the records per partition.
+async fn filled_archive(store: &TestStore, extra: Value) -> (Server, [u64; 2]) {
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    let mut configs = json!({
+        "remote_storage_enable": true,
+        "segment_bytes": 2048,
+        "remote_upload_idle_ms": 100,
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        configs[key] = value.clone();
+    }
+    api.create_topic_with("audit", 2, configs).await;
+    let mut counts = [0u64; 2];
+    for i in 0..RECORDS {
+        let body = json!({"records": [{"key": format!("k{i}"), "value": format!("{i}-{}", "x".repeat(200))}]});
+        let answer = api.produce("audit", &body).await;
+        counts[answer["offsets"][0]["partition"].as_u64().unwrap() as usize] += 1;
+    }
+    let objects = store.open().scoped();
+    eventually(WAIT, "every record is in the bucket", || {
+        let objects = objects.clone();
+        async move {
+            let report = verify_store(objects.as_ref(), &[]).await;
+            report.partitions.len() == 2
+                && report
+                    .partitions
+                    .iter()
+                    .all(|p| p.next_offset == counts[p.partition as usize])
+        }
+    })
+    .await;
+    (server, counts)
+}
+
+async fn verify_store(store: &dyn object_store::ObjectStore, keys: &[NoteVerifier]) -> Report {
+    let options = VerifyOptions {
+        keys: keys.to_vec(),
+        checkpoints: Vec::new(),
+        concurrency: 4,
+    };
+    verify(store, &options, &|_| {}).await
+}
+
+/// The server's checkpoint key, as the operator would hand it to an auditor.
+fn server_key(server: &Server) -> NoteVerifier {
+    let text = std::fs::read_to_string(server.data_dir().join("archive/signing.key")).unwrap();
+    NoteSigner::parse(&text).unwrap().verifier()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in walk(from) {
+        let target = to.join(entry.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &target).unwrap();
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+fn local_store(dir: &Path) -> std::sync::Arc<dyn object_store::ObjectStore> {
+    std::sync::Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap())
+}
+
+/// What kind of object a key is, for spreading the trials over kinds.
+fn kind(key: &str) -> String {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    if key.contains("/tlog/tile/entries/") {
+        "bundle".into()
+    } else if key.contains("/tlog/tile/") {
+        "tile".into()
+    } else if key.contains("/tlog/checkpoints/") {
+        "checkpoint history".into()
+    } else if key.contains("/segments/") {
+        name.rsplit('.').next().unwrap_or(name).to_string()
+    } else if key.contains("/manifest/") {
+        "manifest".into()
+    } else {
+        name.to_string()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_verifies_and_every_bit_flip_and_deletion_is_named() {
+    let store = TestStore::local();
+    let (mut server, counts) = filled_archive(&store, json!({})).await;
+    let key = server_key(&server);
+    assert!(server.terminate().success());
+    let TestStore::Local(bucket) = &store else {
+        unreachable!()
+    };
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(bucket.path(), copy.path());
+
+    // The binary, on the copy, with the operator's key: exit 0 and the right counts.
+    let output = Command::new(strata_tests::binary())
+        .args(["verify", "--json", "--key", &key.to_string()])
+        .arg(copy.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["key_source"], "given");
+    for partition in report["partitions"].as_array().unwrap() {
+        let number = partition["partition"].as_u64().unwrap() as usize;
+        assert_eq!(partition["records"], counts[number], "{partition}");
+        assert_eq!(partition["status"], "ok");
+    }
+
+    // The independent script agrees on partition 0's root.
+    let python = std::env::var("STRATA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/verify_tlog.py");
+    let run_script = || {
+        Command::new(&python)
+            .args([
+                script,
+                copy.path().to_str().unwrap(),
+                "audit",
+                "0",
+                &key.to_string(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let independent = run_script();
+    assert!(
+        independent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&independent.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&independent.stdout)
+            .starts_with("ok strata-archive/topics/audit/0 size ")
+    );
+
+    // 1,000 single-bit flips spread over every kind of object: each detected and named.
+    let objects = local_store(copy.path());
+    let files: Vec<PathBuf> = walk(copy.path())
+        .into_iter()
+        .filter(|f| std::fs::metadata(f).unwrap().len() > 0)
+        .collect();
+    let mut kinds: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    for file in files {
+        let relative = file
+            .strip_prefix(copy.path())
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        kinds.entry(kind(&relative)).or_default().push(file);
+    }
+    assert!(kinds.len() >= 10, "object kinds: {:?}", kinds.keys());
+    let kinds: Vec<(String, Vec<PathBuf>)> = kinds.into_iter().collect();
+    let mut rng = fastrand::Rng::with_seed(17);
+    for trial in 0..1000 {
+        let (kind, files) = &kinds[trial % kinds.len()];
+        let file = &files[rng.usize(..files.len())];
+        let original = std::fs::read(file).unwrap();
+        let mut flipped = original.clone();
+        let at = rng.usize(..flipped.len());
+        flipped[at] ^= 1 << rng.u8(..8);
+        std::fs::write(file, &flipped).unwrap();
+        let report = verify_store(objects.as_ref(), std::slice::from_ref(&key)).await;
+        std::fs::write(file, &original).unwrap();
+        let relative = file.strip_prefix(copy.path()).unwrap().to_str().unwrap();
+        assert!(
+            !report.ok,
+            "trial {trial}: a flip in {relative} ({kind}) went unnoticed"
+        );
+        assert!(
+            report.all_failures().any(|(_, f)| f.object == relative),
+            "trial {trial}: {relative} ({kind}) not named: {}",
+            report.summary()
+        );
+    }
+    assert!(
+        verify_store(objects.as_ref(), std::slice::from_ref(&key))
+            .await
+            .ok
+    );
+
+    // The script notices a changed entry too.
+    let bundle = walk(&copy.path().join("topics/audit/0/tlog/tile/entries"))
+        .pop()
+        .unwrap();
+    let original = std::fs::read(&bundle).unwrap();
+    let mut changed = original.clone();
+    let last = changed.len() - 3;
+    changed[last] ^= 1;
+    std::fs::write(&bundle, &changed).unwrap();
+    assert!(!run_script().status.success());
+    std::fs::write(&bundle, &original).unwrap();
+
+    // A segment object removed from the middle of history: an unaccounted deletion.
+    let segments = walk(&copy.path().join("topics/audit/0/segments"));
+    let logs: Vec<&PathBuf> = segments
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    assert!(logs.len() >= 3, "{logs:?}");
+    let middle = logs[logs.len() / 2];
+    std::fs::remove_file(middle).unwrap();
+    let report = verify_store(objects.as_ref(), std::slice::from_ref(&key)).await;
+    let relative = middle.strip_prefix(copy.path()).unwrap().to_str().unwrap();
+    let failure = report
+        .all_failures()
+        .find(|(_, f)| f.object == relative)
+        .map(|(_, f)| f.clone())
+        .unwrap_or_else(|| panic!("{}", report.summary()));
+    assert!(
+        failure.problem.contains("without a deletion entry"),
+        "{failure:?}"
+    );
+    assert!(failure.offsets.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_and_topic_deletion_are_logged_and_verify() {
+    let store = TestStore::local();
+    let (server, _) = filled_archive(&store, json!({"local_retention_bytes": 2048})).await;
+    let api = Api::new(&server);
+    let objects = store.open().scoped();
+    let response = api
+        .client
+        .patch(api.url("/v1/topics/audit/configs"))
+        .json(&json!({"configs": {"retention_bytes": 2048}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    eventually(WAIT, "remote retention removed old segments", || {
+        let objects = objects.clone();
+        async move {
+            let report = verify_store(objects.as_ref(), &[]).await;
+            report.ok
+                && report.partitions.iter().all(|p| {
+                    p.deletions.iter().any(|d| {
+                        d.reason == "retention" && d.policy.contains("retention_bytes=2048")
+                    })
+                })
+        }
+    })
+    .await;
+    let report = verify_store(objects.as_ref(), &[]).await;
+    for partition in &report.partitions {
+        assert!(partition.log_start_offset > 0, "{}", report.summary());
+    }
+    // Deleting the topic logs it and removes the data, but never the logs.
+    let response = api
+        .client
+        .delete(api.url("/v1/topics/audit"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    eventually(WAIT, "the deleted topic's segments are gone", || {
+        let objects = objects.clone();
+        async move {
+            let report = verify_store(objects.as_ref(), &[]).await;
+            report.partitions.len() == 2
+                && report.partitions.iter().all(|p| {
+                    p.records == 0 && p.deletions.iter().any(|d| d.reason == "topic_deleted")
+                })
+                && strata_tiering::store::list_sorted(
+                    objects.as_ref(),
+                    Some(&object_store::path::Path::from("topics/audit/0/segments")),
+                )
+                .await
+                .unwrap()
+                .is_empty()
+        }
+    })
+    .await;
+    let report = verify_store(objects.as_ref(), &[]).await;
+    assert!(report.ok, "{}", report.summary());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archive_on_s3_verifies_from_the_command_line() {
+    let s3 = strata_tiering::testing::s3_test_server();
+    let store = TestStore::s3(&s3.bucket, "archive");
+    let (server, counts) = filled_archive(&store, json!({})).await;
+    let key = server_key(&server);
+    let settings = store.settings();
+    let output = Command::new(strata_tests::binary())
+        .args([
+            "verify",
+            "--json",
+            "--key",
+            &key.to_string(),
+            "--s3-endpoint",
+            &s3.endpoint,
+            "--s3-region",
+            &s3.region,
+        ])
+        .arg(&settings.url)
+        .env("AWS_ACCESS_KEY_ID", &s3.credentials.access_key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &s3.credentials.secret_access_key)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let records: u64 = report["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["records"].as_u64().unwrap())
+        .sum();
+    assert_eq!(records, counts.iter().sum::<u64>());
+    // The records come back from the bucket alone.
+    let read = Command::new(strata_tests::binary())
+        .args([
+            "archive",
+            "read",
+            "--topic",
+            "audit",
+            "--partition",
+            "0",
+            "--s3-endpoint",
+            &s3.endpoint,
+            "--s3-region",
+            &s3.region,
+        ])
+        .arg(&settings.url)
+        .env("AWS_ACCESS_KEY_ID", &s3.credentials.access_key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &s3.credentials.secret_access_key)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&read.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, counts[0]);
+    assert!(
+        lines
+            .iter()
+            .enumerate()
+            .all(|(i, l)| l["offset"] == i as u64)
+    );
+    // JSON values are stored as their JSON text.
+    let value = lines[0]["value"].as_str().unwrap();
+    assert!(
+        value.starts_with('"') && value.ends_with(&format!("{}\"", "x".repeat(200))),
+        "{value}"
+    );
+}
