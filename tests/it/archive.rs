@@ -58,6 +58,7 @@ async fn verify_store(store: &dyn object_store::ObjectStore, keys: &[NoteVerifie
         keys: keys.to_vec(),
         checkpoints: Vec::new(),
         concurrency: 4,
+        whole_log_sha256: true,
     };
     verify(store, &options, &|_| {}).await
 }
