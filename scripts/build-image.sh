@@ -39,6 +39,8 @@ fi
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT
 build() { # containerfile tag version
+  # The previous image of this tag would stay behind, untagged: remove it first.
+  buildah rmi "$2" >/dev/null 2>&1 || true
   buildah bud --quiet --layers=false -f "$1" --build-arg VERSION="$3" --build-arg REVISION="$revision" \
     -t "$2" "$context" >/dev/null
   echo "build-image: built $2 ($STORAGE_DRIVER storage)" >&2
