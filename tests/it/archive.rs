@@ -26,6 +26,8 @@ async fn filled_archive(store: &TestStore, extra: Value) -> (Server, [u64; 2]) {
         "remote_storage_enable": true,
         "segment_bytes": 2048,
         "remote_upload_idle_ms": 100,
+        // Index entries in every segment, so the bit-flip trials cover .index and .timeindex.
+        "index_interval_bytes": 256,
     });
     for (key, value) in extra.as_object().unwrap() {
         configs[key] = value.clone();
@@ -187,7 +189,32 @@ async fn a_copy_verifies_and_every_bit_flip_and_deletion_is_named() {
             .to_string();
         kinds.entry(kind(&relative)).or_default().push(file);
     }
-    assert!(kinds.len() >= 10, "object kinds: {:?}", kinds.keys());
+    let expected = [
+        "log",
+        "index",
+        "timeindex",
+        "chunks",
+        "manifest",
+        "topic.json",
+        "checkpoint",
+        "checkpoint history",
+        "tile",
+        "bundle",
+        "FORMAT.md",
+        "format.json",
+    ];
+    for kind in expected {
+        assert!(
+            kinds.contains_key(kind),
+            "no {kind} object: {:?}",
+            kinds.keys()
+        );
+    }
+    assert!(
+        kinds.keys().any(|k| k.ends_with(".vkey")),
+        "{:?}",
+        kinds.keys()
+    );
     let kinds: Vec<(String, Vec<PathBuf>)> = kinds.into_iter().collect();
     let mut rng = fastrand::Rng::with_seed(17);
     for trial in 0..1000 {
