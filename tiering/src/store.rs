@@ -355,6 +355,21 @@ pub async fn delete_if_exists(
     }
 }
 
+/// Reads `location` whole; `None` when it does not exist.
+///
+/// # Errors
+/// Any store error other than `NotFound`.
+pub async fn get_if_exists(
+    store: &dyn ObjectStore,
+    location: &Path,
+) -> object_store::Result<Option<bytes::Bytes>> {
+    match store.get(location).await {
+        Ok(found) => found.bytes().await.map(Some),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// Lists every object under `prefix`, sorted by key. `ObjectStore::list` promises no order
 /// (S3 returns keys sorted, `LocalFileSystem` in directory order).
 ///

@@ -8,10 +8,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
+use strata_tiering::digest::sha256_hex;
 use strata_tiering::layout;
 use strata_tiering::manifest::RemoteSegment;
-use strata_tiering::tlog::leaf::{Leaf, sha256_hex};
+use strata_tiering::tlog::leaf::Leaf;
+use strata_tiering::tlog::log::{TlogError, read_entries};
 use strata_tiering::tlog::merkle::{Tree, leaf_hash};
 use strata_tiering::tlog::note::{Checkpoint, NoteVerifier};
 use strata_tiering::tlog::tiles::{self, TILE_WIDTH};
@@ -255,30 +257,24 @@ async fn load_log(
         ));
         return None;
     };
-    let mut entries = Vec::new();
     let size = checkpoint.size;
-    for index in 0..size.div_ceil(TILE_WIDTH) {
-        let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
-        let bundle = child(prefix, &tiles::bundle_path(index, width));
-        let decoded = match get(store, &bundle).await {
-            Ok(Some(bytes)) => tiles::decode_bundle(&bytes).filter(|e| e.len() as u64 == width),
-            Ok(None) => None,
-            Err(error) => {
-                report
-                    .failures
-                    .push(Failure::new(bundle.to_string(), error));
-                return None;
-            }
-        };
-        let Some(decoded) = decoded else {
-            report.failures.push(Failure::new(
-                bundle.to_string(),
-                format!("missing or not {width} entries"),
-            ));
+    let entries: Vec<(String, Vec<u8>)> = match read_entries(store, prefix, size).await {
+        Ok(entries) => entries
+            .into_iter()
+            .map(|(key, e)| (key.to_string(), e))
+            .collect(),
+        Err(error) => {
+            let failure = match error {
+                TlogError::Unreadable { key, source } => {
+                    Failure::new(key, format!("unreadable: {source}"))
+                }
+                TlogError::BadBundle { key, reason } => Failure::new(key, reason),
+                other => Failure::new(prefix.to_string(), other.to_string()),
+            };
+            report.failures.push(failure);
             return None;
-        };
-        entries.extend(decoded.into_iter().map(|e| (bundle.to_string(), e)));
-    }
+        }
+    };
     let tree = Tree::from_leaf_hashes(entries.iter().map(|(_, e)| leaf_hash(e)));
     if tree.root() != checkpoint.root {
         let culprits = bundles_disagreeing_with_tiles(store, prefix, size, &tree).await;
@@ -297,7 +293,7 @@ async fn load_log(
         return None;
     }
     for (level, index, width) in tiles::tiles_changed(0, size) {
-        let tile = child(prefix, &tiles::tile_path(level, index, width));
+        let tile = tiles::under(prefix, &tiles::tile_path(level, index, width));
         if !matches!(get(store, &tile).await, Ok(Some(_))) {
             report
                 .failures
@@ -319,12 +315,12 @@ async fn bundles_disagreeing_with_tiles(
     let mut culprits = Vec::new();
     for index in 0..size.div_ceil(TILE_WIDTH) {
         let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
-        let tile = child(prefix, &tiles::tile_path(0, index, width));
+        let tile = tiles::under(prefix, &tiles::tile_path(0, index, width));
         let ours = tiles::tile_bytes(tree, 0, index, width);
         if let Ok(Some(stored)) = get(store, &tile).await
             && Some(stored.to_vec()) != ours
         {
-            culprits.push(child(prefix, &tiles::bundle_path(index, width)).to_string());
+            culprits.push(tiles::under(prefix, &tiles::bundle_path(index, width)).to_string());
         }
     }
     culprits
@@ -652,21 +648,9 @@ async fn list_dirs(store: &dyn ObjectStore, dir: &Path) -> Vec<String> {
     }
 }
 
-fn child(prefix: &Path, relative: &str) -> Path {
-    relative
-        .split('/')
-        .fold(prefix.clone(), |path, part| path.join(part))
-}
-
 /// An object's bytes; `None` when it does not exist.
 async fn get(store: &dyn ObjectStore, key: &Path) -> Result<Option<bytes::Bytes>, String> {
-    match store.get(key).await {
-        Ok(found) => found
-            .bytes()
-            .await
-            .map(Some)
-            .map_err(|e| format!("unreadable: {e}")),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(error) => Err(format!("unreadable: {error}")),
-    }
+    strata_tiering::store::get_if_exists(store, key)
+        .await
+        .map_err(|e| format!("unreadable: {e}"))
 }

@@ -11,9 +11,10 @@ use std::path::Path;
 
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use strata_tiering::digest::sha256_hex;
 use strata_tiering::layout;
 use strata_tiering::manifest;
-use strata_tiering::tlog::leaf::{Leaf, sha256_hex};
+use strata_tiering::tlog::leaf::Leaf;
 use strata_tiering::tlog::log::PartitionLog;
 use strata_tiering::tlog::note::NoteSigner;
 
@@ -120,11 +121,8 @@ impl Tiering {
         }
         for (name, text) in [("FORMAT.md", FORMAT_MD), ("format.json", FORMAT_JSON)] {
             let path = object_store::path::Path::from(name);
-            let current = match self.objects.get(&path).await {
-                Ok(found) => Some(found.bytes().await?),
-                Err(object_store::Error::NotFound { .. }) => None,
-                Err(error) => return Err(error.into()),
-            };
+            let current =
+                strata_tiering::store::get_if_exists(self.objects.as_ref(), &path).await?;
             if current.as_deref() != Some(text.as_bytes()) {
                 self.objects
                     .put(&path, PutPayload::from(Bytes::from_static(text.as_bytes())))

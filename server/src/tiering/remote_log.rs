@@ -117,8 +117,12 @@ pub fn failure_kind(error: &TieringError) -> FailureKind {
         TieringError::Store(store) => store_failure_kind(store),
         TieringError::Fenced { .. } => FailureKind::Conflict,
         TieringError::Tlog(tlog) => match tlog {
-            strata_tiering::tlog::log::TlogError::Inconsistent { .. } => FailureKind::Corrupt,
-            strata_tiering::tlog::log::TlogError::Store(store) => store_failure_kind(store),
+            strata_tiering::tlog::log::TlogError::Inconsistent { .. }
+            | strata_tiering::tlog::log::TlogError::BadBundle { .. } => FailureKind::Corrupt,
+            strata_tiering::tlog::log::TlogError::Store(store)
+            | strata_tiering::tlog::log::TlogError::Unreadable { source: store, .. } => {
+                store_failure_kind(store)
+            }
         },
         TieringError::Open(_)
         | TieringError::Probe(_)

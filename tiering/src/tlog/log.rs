@@ -18,6 +18,7 @@ use super::merkle::{Tree, leaf_hash};
 use super::note::NoteSigner;
 use super::tiles::{self, TILE_WIDTH};
 use crate::layout;
+use crate::store::get_if_exists;
 
 /// Why the log could not be loaded or published.
 #[derive(Debug, Error)]
@@ -25,6 +26,22 @@ pub enum TlogError {
     /// The store failed.
     #[error("transparency log store: {0}")]
     Store(#[from] object_store::Error),
+    /// An object of the log could not be read.
+    #[error("transparency log object {key}: {source}")]
+    Unreadable {
+        /// The object.
+        key: String,
+        /// The store's error.
+        source: object_store::Error,
+    },
+    /// An entry bundle is missing or does not hold the entries the tree size needs.
+    #[error("transparency log object {key}: {reason}")]
+    BadBundle {
+        /// The bundle.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// What is in the bucket does not add up.
     #[error("transparency log {prefix} is inconsistent: {reason}")]
     Inconsistent {
@@ -100,14 +117,11 @@ impl PartitionLog {
             prefix: prefix.to_string(),
             reason,
         };
-        let size = match store.get(&prefix.clone().join("checkpoint")).await {
-            Ok(found) => {
-                let text = found.bytes().await?;
-                checkpoint_size(&text)
-                    .ok_or_else(|| inconsistent("unreadable checkpoint".into()))?
-            }
-            Err(object_store::Error::NotFound { .. }) => 0,
-            Err(error) => return Err(error.into()),
+        let checkpoint = get_if_exists(store, &prefix.clone().join("checkpoint")).await?;
+        let size = match checkpoint {
+            Some(text) => checkpoint_size(&text)
+                .ok_or_else(|| inconsistent("unreadable checkpoint".into()))?,
+            None => 0,
         };
         let mut log = PartitionLog {
             prefix: prefix.clone(),
@@ -117,24 +131,18 @@ impl PartitionLog {
             published: size,
             state: LogState::default(),
         };
-        for index in 0..size.div_ceil(TILE_WIDTH) {
-            let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
-            let key = prefix.join_path(tiles::bundle_path(index, width));
-            let bytes = store.get(&key).await?.bytes().await?;
-            let entries = tiles::decode_bundle(&bytes)
-                .filter(|e| e.len() as u64 == width)
-                .ok_or_else(|| {
-                    inconsistent(format!("bundle {key} does not hold {width} entries"))
-                })?;
-            let complete = width == TILE_WIDTH;
-            for entry in entries {
-                let leaf =
-                    Leaf::parse(&entry).map_err(|e| inconsistent(format!("bundle {key}: {e}")))?;
-                log.state.apply(&leaf);
-                log.tree.push(leaf_hash(&entry));
-                if !complete {
-                    log.recent.push(entry);
-                }
+        let first_partial = size / TILE_WIDTH * TILE_WIDTH;
+        for (index, (key, entry)) in read_entries(store, &prefix, size)
+            .await?
+            .into_iter()
+            .enumerate()
+        {
+            let leaf =
+                Leaf::parse(&entry).map_err(|e| inconsistent(format!("bundle {key}: {e}")))?;
+            log.state.apply(&leaf);
+            log.tree.push(leaf_hash(&entry));
+            if index as u64 >= first_partial {
+                log.recent.push(entry);
             }
         }
         Ok(log)
@@ -184,12 +192,12 @@ impl PartitionLog {
             let start = usize::try_from((index - first_bundle) * TILE_WIDTH).unwrap_or(usize::MAX);
             let end = start + usize::try_from(width).unwrap_or(0);
             let body = tiles::encode_bundle(self.recent[start..end].iter().map(Vec::as_slice));
-            let key = self.prefix.join_path(tiles::bundle_path(index, width));
+            let key = tiles::under(&self.prefix, &tiles::bundle_path(index, width));
             self.create(store, &key, body).await?;
         }
         for (level, index, width) in tiles::tiles_changed(self.published, size) {
             let body = tiles::tile_bytes(&self.tree, level, index, width).unwrap_or_default();
-            let key = self.prefix.join_path(tiles::tile_path(level, index, width));
+            let key = tiles::under(&self.prefix, &tiles::tile_path(level, index, width));
             self.create(store, &key, body).await?;
         }
         let note = signer.sign_checkpoint(&self.origin, size, &self.tree.root());
@@ -247,17 +255,37 @@ impl PartitionLog {
     }
 }
 
-/// Extension trait: join a relative `a/b/c` path.
-trait JoinPath {
-    fn join_path(&self, relative: String) -> Path;
-}
-
-impl JoinPath for Path {
-    fn join_path(&self, relative: String) -> Path {
-        relative
-            .split('/')
-            .fold(self.clone(), |path, part| path.join(part))
+/// Every entry of a log of `size` leaves, read from its entry bundles, each with the bundle it
+/// came from.
+///
+/// # Errors
+/// [`TlogError::BadBundle`] for a bundle that is missing or does not hold the entries `size`
+/// needs, [`TlogError::Unreadable`] for other store failures.
+pub async fn read_entries(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    size: u64,
+) -> Result<Vec<(Path, Vec<u8>)>, TlogError> {
+    let mut entries = Vec::new();
+    for index in 0..size.div_ceil(TILE_WIDTH) {
+        let width = (size - index * TILE_WIDTH).min(TILE_WIDTH);
+        let key = tiles::under(prefix, &tiles::bundle_path(index, width));
+        let bytes = get_if_exists(store, &key)
+            .await
+            .map_err(|source| TlogError::Unreadable {
+                key: key.to_string(),
+                source,
+            })?;
+        let decoded = bytes
+            .and_then(|b| tiles::decode_bundle(&b))
+            .filter(|e| e.len() as u64 == width)
+            .ok_or_else(|| TlogError::BadBundle {
+                key: key.to_string(),
+                reason: format!("missing or not {width} entries"),
+            })?;
+        entries.extend(decoded.into_iter().map(|entry| (key.clone(), entry)));
     }
+    Ok(entries)
 }
 
 /// The size line of a checkpoint note (the second line).
@@ -311,10 +339,7 @@ mod tests {
             "tile/1/000.p/2",
             "tile/entries/002.p/51",
         ] {
-            store
-                .head(&prefix.join_path(name.to_string()))
-                .await
-                .unwrap();
+            store.head(&tiles::under(&prefix, name)).await.unwrap();
         }
         let note = store
             .get(&prefix.clone().join("checkpoint"))

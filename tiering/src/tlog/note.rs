@@ -89,15 +89,7 @@ impl NoteSigner {
             .strip_prefix("PRIVATE+KEY+")
             .ok_or(NoteError::BadKey("a signer key starts with PRIVATE+KEY+"))?;
         let (name, id, blob) = split_key(rest)?;
-        let bytes = STANDARD
-            .decode(blob)
-            .map_err(|_| NoteError::BadKey("key is not base64"))?;
-        let seed: [u8; 32] = match bytes.split_first() {
-            Some((&ED25519, seed)) => seed
-                .try_into()
-                .map_err(|_| NoteError::BadKey("an Ed25519 seed has 32 bytes"))?,
-            _ => return Err(NoteError::BadKey("only Ed25519 keys (type 0x01)")),
-        };
+        let seed = ed25519_key(blob, "an Ed25519 seed has 32 bytes")?;
         let signer = NoteSigner::from_seed(name, seed)?;
         if signer.id() != id {
             return Err(NoteError::BadKey("key id does not match the key"));
@@ -167,6 +159,17 @@ fn split_key(text: &str) -> Result<(&str, u32, &str), NoteError> {
     Ok((name, id, blob))
 }
 
+/// The 32 key bytes of `base64(0x01 || key)`; `wrong_length` says which key it should be.
+fn ed25519_key(blob: &str, wrong_length: &'static str) -> Result<[u8; 32], NoteError> {
+    let bytes = STANDARD
+        .decode(blob)
+        .map_err(|_| NoteError::BadKey("key is not base64"))?;
+    match bytes.split_first() {
+        Some((&ED25519, key)) => key.try_into().map_err(|_| NoteError::BadKey(wrong_length)),
+        _ => Err(NoteError::BadKey("only Ed25519 keys (type 0x01)")),
+    }
+}
+
 /// A checkpoint verification key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoteVerifier {
@@ -196,15 +199,7 @@ impl NoteVerifier {
     /// Any part missing or inconsistent.
     pub fn parse(text: &str) -> Result<NoteVerifier, NoteError> {
         let (name, id, blob) = split_key(text.trim())?;
-        let bytes = STANDARD
-            .decode(blob)
-            .map_err(|_| NoteError::BadKey("key is not base64"))?;
-        let public: [u8; 32] = match bytes.split_first() {
-            Some((&ED25519, public)) => public
-                .try_into()
-                .map_err(|_| NoteError::BadKey("an Ed25519 public key has 32 bytes"))?,
-            _ => return Err(NoteError::BadKey("only Ed25519 keys (type 0x01)")),
-        };
+        let public = ed25519_key(blob, "an Ed25519 public key has 32 bytes")?;
         if key_id(name, &public) != id {
             return Err(NoteError::BadKey("key id does not match the key"));
         }

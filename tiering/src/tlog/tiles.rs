@@ -2,6 +2,8 @@
 //! partition's `tlog/` prefix: tiles of 256 hashes per level of 8 tree heights, entry bundles of
 //! 256 leaves, each with a `.p/<width>` suffix while partial.
 
+use object_store::path::Path;
+
 use super::merkle::{Hash, Tree};
 
 /// Hashes (or entries) in a full tile: tile height 8.
@@ -36,6 +38,13 @@ pub fn tile_path(level: usize, index: u64, width: u64) -> String {
 /// `tile/entries/<n>[.p/<width>]`, relative to the log's prefix.
 pub fn bundle_path(index: u64, width: u64) -> String {
     with_width(format!("tile/entries/{}", index_path(index)), width)
+}
+
+/// `relative` (`tile/0/000.p/5`, `checkpoint`) under a log's prefix.
+pub fn under(prefix: &Path, relative: &str) -> Path {
+    relative
+        .split('/')
+        .fold(prefix.clone(), |path, part| path.join(part))
 }
 
 /// A tile or entry bundle named by its path.
