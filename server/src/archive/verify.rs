@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use futures::StreamExt;
-use object_store::path::Path;
 use object_store::ObjectStore;
+use object_store::path::Path;
 use strata_tiering::digest::sha256_hex;
 use strata_tiering::layout;
 use strata_tiering::manifest::RemoteSegment;

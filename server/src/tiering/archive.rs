@@ -132,9 +132,8 @@ impl Tiering {
         Ok(())
     }
 
-    /// Brings the partition's log up to its newest manifest: a deletion entry when the log
-    /// start moved, a segment entry per new segment, the manifest generation, and (partition
-    /// 0) the topic metadata; then publishes the new checkpoint.
+    /// Brings the partition's log up to its newest manifest ([`Tiering::append_changes`]), then
+    /// publishes the new checkpoint.
     ///
     /// # Errors
     /// Store failures and an inconsistent log; the caller must then not delete anything.
@@ -143,22 +142,38 @@ impl Tiering {
         remote: &RemotePartition,
         change: &Change,
     ) -> Result<(), TieringError> {
-        let manifest = remote.manifest();
         let mut guard = remote.tlog.lock().await;
-        if guard.is_none() {
-            let origin = PartitionLog::origin(self.signer.name(), &remote.topic, remote.partition);
-            let loaded = PartitionLog::load(
-                self.objects.as_ref(),
-                &remote.topic,
-                remote.partition,
-                origin,
-            )
-            .await?;
-            *guard = Some(loaded);
+        let log = self.loaded_log(remote, &mut guard).await?;
+        self.append_changes(remote, log, change);
+        log.publish(self.objects.as_ref(), &self.signer).await?;
+        Ok(())
+    }
+
+    /// The partition's log, loaded from the bucket on first use.
+    async fn loaded_log<'a>(
+        &self,
+        remote: &RemotePartition,
+        slot: &'a mut Option<PartitionLog>,
+    ) -> Result<&'a mut PartitionLog, TieringError> {
+        if let Some(log) = slot.take() {
+            return Ok(slot.insert(log));
         }
-        let Some(log) = guard.as_mut() else {
-            return Ok(());
-        };
+        let origin = PartitionLog::origin(self.signer.name(), &remote.topic, remote.partition);
+        let loaded = PartitionLog::load(
+            self.objects.as_ref(),
+            &remote.topic,
+            remote.partition,
+            origin,
+        )
+        .await?;
+        Ok(slot.insert(loaded))
+    }
+
+    /// Appends what the newest manifest says that the log does not yet: a deletion entry when
+    /// the log start moved, a segment entry per new segment, the manifest generation, and
+    /// (partition 0) the topic metadata.
+    fn append_changes(&self, remote: &RemotePartition, log: &mut PartitionLog, change: &Change) {
+        let manifest = remote.manifest();
         log.start_at(manifest.log_start_offset);
         let (topic, partition) = (remote.topic.clone(), remote.partition);
         let state = log.state().clone();
@@ -214,8 +229,6 @@ impl Tiering {
                 }
             }
         }
-        log.publish(self.objects.as_ref(), &self.signer).await?;
-        Ok(())
     }
 
     /// Records that a deleted topic's offsets are gone in the log of every partition the
@@ -262,12 +275,12 @@ impl Tiering {
         logged
     }
 
+    /// What the manifest says that the log lacks, then the whole remaining range as deleted,
+    /// in one checkpoint.
     async fn record_deleted(&self, remote: &RemotePartition) -> Result<(), TieringError> {
-        self.record(remote, &Change::recovered()).await?;
         let mut guard = remote.tlog.lock().await;
-        let Some(log) = guard.as_mut() else {
-            return Ok(());
-        };
+        let log = self.loaded_log(remote, &mut guard).await?;
+        self.append_changes(remote, log, &Change::recovered());
         let state = log.state().clone();
         if let (Some(start), Some(end)) = (state.start_offset, state.next_offset)
             && start < end
