@@ -347,28 +347,25 @@ async fn the_archive_on_s3_verifies_from_the_command_line() {
     let (server, counts) = filled_archive(&store, json!({})).await;
     let key = server_key(&server);
     let settings = store.settings();
-    let output = Command::new(strata_tests::binary())
-        .args([
-            "verify",
-            "--json",
-            "--key",
-            &key.to_string(),
-            "--s3-endpoint",
-            &s3.endpoint,
-            "--s3-region",
-            &s3.region,
-        ])
-        .arg(&settings.url)
-        .env("AWS_ACCESS_KEY_ID", &s3.credentials.access_key_id)
-        .env("AWS_SECRET_ACCESS_KEY", &s3.credentials.secret_access_key)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // `strata <args> <bucket>` against SeaweedFS, with its endpoint and credentials; must succeed.
+    let run = |args: &[&str]| {
+        let output = Command::new(strata_tests::binary())
+            .args(args)
+            .args(["--s3-endpoint", &s3.endpoint, "--s3-region", &s3.region])
+            .arg(&settings.url)
+            .env("AWS_ACCESS_KEY_ID", &s3.credentials.access_key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &s3.credentials.secret_access_key)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    let report: Value =
+        serde_json::from_slice(&run(&["verify", "--json", "--key", &key.to_string()])).unwrap();
     let records: u64 = report["partitions"]
         .as_array()
         .unwrap()
@@ -377,30 +374,8 @@ async fn the_archive_on_s3_verifies_from_the_command_line() {
         .sum();
     assert_eq!(records, counts.iter().sum::<u64>());
     // The records come back from the bucket alone.
-    let read = Command::new(strata_tests::binary())
-        .args([
-            "archive",
-            "read",
-            "--topic",
-            "audit",
-            "--partition",
-            "0",
-            "--s3-endpoint",
-            &s3.endpoint,
-            "--s3-region",
-            &s3.region,
-        ])
-        .arg(&settings.url)
-        .env("AWS_ACCESS_KEY_ID", &s3.credentials.access_key_id)
-        .env("AWS_SECRET_ACCESS_KEY", &s3.credentials.secret_access_key)
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&read.stdout)
+    let read = run(&["archive", "read", "--topic", "audit", "--partition", "0"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&read)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
