@@ -15,6 +15,7 @@
 
 #[cfg(any(test, feature = "test-util"))]
 mod faults;
+mod inline;
 pub mod map;
 mod probe;
 #[cfg(feature = "test-util")]
@@ -623,6 +624,33 @@ impl Io {
             }
         }
         dispatch!(self.write_at(file, position, bufs, true))
+    }
+
+    /// The partition writer's append: like [`Io::write_at`] (and, with `sync`,
+    /// [`Io::write_at_and_sync`]), but the syscalls run on the calling thread whatever the
+    /// backend, because a hop to another thread costs more than a page-cache write here (see
+    /// [`inline`]). Only for the writer's own rounds: a caller that must not block its thread
+    /// for an fdatasync uses the backend's operations.
+    pub async fn append_at(
+        &self,
+        file: &IoFile,
+        position: u64,
+        bufs: Vec<Bytes>,
+        sync: bool,
+    ) -> Result<(), IoError> {
+        #[cfg(any(test, feature = "test-util"))]
+        {
+            if let Some(f) = self.fault(faults::FaultKind::Write) {
+                return self.faulty_write(file, position, bufs, f).await;
+            }
+            if sync && let Some(f) = self.fault(faults::FaultKind::Sync) {
+                inline::write_at(file, position, &bufs, false, &self.stats)?;
+                return Err(self.injected("fdatasync", file.path(), f.errno));
+            }
+        }
+        let result = inline::write_at(file, position, &bufs, sync, &self.stats);
+        self.stats.note(&result, true);
+        result
     }
 
     #[cfg(any(test, feature = "test-util"))]

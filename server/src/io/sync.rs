@@ -81,7 +81,7 @@ impl SyncIo {
         .await
     }
 
-    /// With `sync`, the fdatasync runs as a second blocking task after the write completed.
+    /// With `sync`, the fdatasync follows in the same blocking task: one hop, not two.
     pub(crate) async fn write_at(
         &self,
         file: &IoFile,
@@ -93,13 +93,13 @@ impl SyncIo {
         self.run("write", file.path(), move |stats| {
             pwritev_all(f.std_file(), position, &bufs, stats)?;
             stats.op_done(IoOp::Write);
+            if sync {
+                f.std_file().sync_data()?;
+                stats.op_done(IoOp::SyncData);
+            }
             Ok(())
         })
-        .await?;
-        if sync {
-            self.fsync(file, true).await?;
-        }
-        Ok(())
+        .await
     }
 
     pub(crate) async fn fsync(&self, file: &IoFile, datasync: bool) -> Result<(), IoError> {

@@ -66,6 +66,8 @@ both!(
     stats_count_ops_and_bytes,
     faults_fail_writes_and_syncs,
     faults_short_write_then_fail,
+    append_at_writes_and_syncs_on_this_thread,
+    append_at_faults_and_real_errors,
 );
 
 async fn open_modes(io: Io, dir: &Path) {
@@ -654,4 +656,127 @@ async fn uring_more_ops_than_ring_slots_queue_in_the_backlog() {
     }
     assert_eq!(io.stats().ops(IoOp::Read), 500);
     assert_eq!(io.stats().ops(IoOp::SyncData), 500);
+}
+
+/// The writer's append path: the bytes and the fdatasync land, counted like the backend's ops,
+/// and the other tasks of the runtime keep running while the syscalls block this thread.
+async fn append_at_writes_and_syncs_on_this_thread(io: Io, dir: &Path) {
+    let f = io
+        .open(&dir.join("seg"), OpenMode::CreateNew)
+        .await
+        .unwrap();
+    let data = pattern(300_000, 3);
+    let syncs_before = io.stats().ops(IoOp::SyncData);
+    let bufs = data.chunks(1000).map(Bytes::copy_from_slice).collect();
+    io.append_at(&f, 0, bufs, true).await.unwrap();
+    assert_eq!(io.stats().ops(IoOp::SyncData), syncs_before + 1);
+    io.append_at(
+        &f,
+        data.len() as u64,
+        vec![Bytes::from_static(b"tail")],
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        io.stats().ops(IoOp::SyncData),
+        syncs_before + 1,
+        "no sync asked"
+    );
+    let mut expect = data.clone();
+    expect.extend_from_slice(b"tail");
+    assert_eq!(std::fs::read(f.path()).unwrap(), expect);
+    assert!(io.stats().bytes_written() >= expect.len() as u64);
+}
+
+async fn append_at_faults_and_real_errors(io: Io, dir: &Path) {
+    let plan = Arc::new(FaultPlan::new());
+    let fio = io.with_faults(plan.clone());
+    let f = fio
+        .open(&dir.join("seg"), OpenMode::CreateNew)
+        .await
+        .unwrap();
+    plan.fail_writes(libc::ENOSPC, 1);
+    let e = fio
+        .append_at(&f, 0, vec![Bytes::from_static(b"abc")], true)
+        .await
+        .unwrap_err();
+    assert_eq!((e.op, e.raw_os_error()), ("write", Some(libc::ENOSPC)));
+    fio.append_at(&f, 0, vec![Bytes::from_static(b"abc")], false)
+        .await
+        .unwrap();
+    plan.fail_syncs(libc::EIO, 1);
+    let e = fio
+        .append_at(&f, 3, vec![Bytes::from_static(b"def")], true)
+        .await
+        .unwrap_err();
+    assert_eq!((e.op, e.raw_os_error()), ("fdatasync", Some(libc::EIO)));
+    assert_eq!(
+        std::fs::read(f.path()).unwrap(),
+        b"abcdef",
+        "write done, sync failed"
+    );
+
+    let read_only = io.open(f.path(), OpenMode::Read).await.unwrap();
+    let errors = io.stats().errors();
+    let e = io
+        .append_at(&read_only, 0, vec![Bytes::from_static(b"x")], true)
+        .await
+        .unwrap_err();
+    assert_eq!((e.op, e.raw_os_error()), ("write", Some(libc::EBADF)));
+    assert_eq!(e.path, f.path());
+    assert_eq!(io.stats().errors(), errors + 1);
+}
+
+/// On a current-thread runtime (tests, one-shot tools) the syscalls run plainly: no
+/// `block_in_place`, which would panic there.
+#[tokio::test(flavor = "current_thread")]
+async fn append_at_on_a_current_thread_runtime() {
+    for kind in [IoBackendKind::Uring, IoBackendKind::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = start(kind, dir.path());
+        let f = io
+            .open(&dir.path().join("seg"), OpenMode::CreateNew)
+            .await
+            .unwrap();
+        io.append_at(&f, 0, vec![Bytes::from_static(b"abc")], true)
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(f.path()).unwrap(), b"abc");
+    }
+}
+
+/// With one worker thread, a task spawned before a long run of appends still runs while they
+/// block: `block_in_place` hands the worker's queue to another thread. Without it the loop
+/// below, which never yields, would starve the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn append_at_does_not_starve_the_worker() {
+    for kind in [IoBackendKind::Uring, IoBackendKind::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = start(kind, dir.path());
+        let path = dir.path().join("seg");
+        // On the worker (the test body itself runs on the test's own thread).
+        let ran_meanwhile = tokio::spawn(async move {
+            let f = io.open(&path, OpenMode::CreateNew).await.unwrap();
+            let (tx, mut rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(());
+            });
+            for position in 0..200 {
+                io.append_at(&f, position, vec![Bytes::from_static(b"x")], true)
+                    .await
+                    .unwrap();
+                if rx.try_recv().is_ok() {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap();
+        assert!(
+            ran_meanwhile,
+            "{kind}: a spawned task starved behind inline appends"
+        );
+    }
 }

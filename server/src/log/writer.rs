@@ -746,8 +746,8 @@ fn pending(
 }
 
 /// The round's bytes at `position`: a plain write when `acks=leader` requests are answered
-/// after it, else write and fdatasync as one operation (one round trip to the ring thread
-/// instead of two). Each is timed for the stage histogram.
+/// after it, else write and fdatasync as one operation. Both run on the writer's own thread
+/// (see `Io::append_at`). Each is timed for the stage histogram.
 async fn write_buffers(
     io: &crate::io::Io,
     segment: &Segment,
@@ -759,17 +759,12 @@ async fn write_buffers(
         return Ok(());
     }
     let started = stopwatch();
-    if leader_acks {
-        let write = io.write_at(segment.log_file(), position, buffers).await;
-        WRITER.observe("write", started.elapsed());
-        write
-    } else {
-        let write = io
-            .write_at_and_sync(segment.log_file(), position, buffers)
-            .await;
-        WRITER.observe("write_fsync", started.elapsed());
-        write
-    }
+    let write = io
+        .append_at(segment.log_file(), position, buffers, !leader_acks)
+        .await;
+    let stage = if leader_acks { "write" } else { "write_fsync" };
+    WRITER.observe(stage, started.elapsed());
+    write
 }
 
 /// The fdatasync after a write that `acks=leader` requests were answered after.
