@@ -12,8 +12,8 @@
 use bytes::Bytes;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
-use super::sync::pwritev_all;
-use super::{IoError, IoFile, IoOp, IoStats};
+use super::sync::write_then_sync;
+use super::{IoError, IoFile, IoStats};
 
 /// Runs `work` (blocking syscalls) on this thread without starving the runtime's other tasks.
 pub(crate) fn run_blocking_here<T>(work: impl FnOnce() -> T) -> T {
@@ -32,19 +32,5 @@ pub(crate) fn write_at(
     sync: bool,
     stats: &IoStats,
 ) -> Result<(), IoError> {
-    run_blocking_here(|| {
-        pwritev_all(file.std_file(), position, bufs, stats).map_err(|error| {
-            stats.error("write");
-            IoError::new("write", file.path(), error)
-        })?;
-        stats.op_done(IoOp::Write);
-        if sync {
-            file.std_file().sync_data().map_err(|error| {
-                stats.error("fdatasync");
-                IoError::new("fdatasync", file.path(), error)
-            })?;
-            stats.op_done(IoOp::SyncData);
-        }
-        Ok(())
-    })
+    run_blocking_here(|| write_then_sync(file, position, bufs, sync, stats))
 }

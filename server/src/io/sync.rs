@@ -81,7 +81,8 @@ impl SyncIo {
         .await
     }
 
-    /// With `sync`, the fdatasync follows in the same blocking task: one hop, not two.
+    /// With `sync`, the fdatasync follows in the same blocking task: one hop, not two. A failed
+    /// fdatasync is reported as `fdatasync`, as when it was a task of its own.
     pub(crate) async fn write_at(
         &self,
         file: &IoFile,
@@ -90,16 +91,11 @@ impl SyncIo {
         sync: bool,
     ) -> Result<(), IoError> {
         let f = file.clone();
+        // The outer error is only a failed blocking task; the inner one names write or fsync.
         self.run("write", file.path(), move |stats| {
-            pwritev_all(f.std_file(), position, &bufs, stats)?;
-            stats.op_done(IoOp::Write);
-            if sync {
-                f.std_file().sync_data()?;
-                stats.op_done(IoOp::SyncData);
-            }
-            Ok(())
+            Ok(write_then_sync(&f, position, &bufs, sync, stats))
         })
-        .await
+        .await?
     }
 
     pub(crate) async fn fsync(&self, file: &IoFile, datasync: bool) -> Result<(), IoError> {
@@ -188,6 +184,31 @@ impl SyncIo {
         })
         .await
     }
+}
+
+/// Every byte of `bufs` at `position`, then, with `sync`, an fdatasync, on this thread; the
+/// error names the operation that failed (`write` or `fdatasync`). Shared by the sync
+/// backend's blocking task and the writer's own-thread append (`inline`).
+pub(crate) fn write_then_sync(
+    file: &IoFile,
+    position: u64,
+    bufs: &[Bytes],
+    sync: bool,
+    stats: &IoStats,
+) -> Result<(), IoError> {
+    let failed = |op: &'static str, error: std::io::Error| {
+        stats.error(op);
+        IoError::new(op, file.path(), error)
+    };
+    pwritev_all(file.std_file(), position, bufs, stats).map_err(|e| failed("write", e))?;
+    stats.op_done(IoOp::Write);
+    if sync {
+        file.std_file()
+            .sync_data()
+            .map_err(|e| failed("fdatasync", e))?;
+        stats.op_done(IoOp::SyncData);
+    }
+    Ok(())
 }
 
 /// `pwritev` until every byte of `bufs` is written at `pos`; resubmits the remainder after a
