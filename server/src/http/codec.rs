@@ -55,20 +55,7 @@ pub fn to_incoming_record(
             ));
         }
     };
-    let mut headers = Vec::new();
-    for (name, value) in record.headers.iter().flatten() {
-        let value = match (value, format) {
-            (None, _) => None,
-            (Some(encoded), ValueFormat::Base64) => {
-                Some(decode_base64(encoded).map_err(|e| invalid(format!("header {name:?}: {e}")))?)
-            }
-            (Some(text), _) => Some(Bytes::copy_from_slice(text.as_bytes())),
-        };
-        headers.push(RecordHeader {
-            key: name.clone(),
-            value,
-        });
-    }
+    let headers = decode_headers(record.headers.as_ref(), format, index)?;
     Ok(IncomingRecord {
         partition: record.partition,
         timestamp: record.timestamp,
@@ -76,6 +63,36 @@ pub fn to_incoming_record(
         value,
         headers,
     })
+}
+
+/// A produce record's headers in the request's header encoding (base64 with
+/// `value_format=base64`, else UTF-8 text); `index` names the record in error messages.
+///
+/// # Errors
+/// `invalid` for bad base64.
+pub fn decode_headers(
+    headers: Option<&BTreeMap<String, Option<String>>>,
+    format: ValueFormat,
+    index: usize,
+) -> Result<Vec<RecordHeader>, ApiError> {
+    let mut decoded = Vec::new();
+    for (name, value) in headers.into_iter().flatten() {
+        let value = match (value, format) {
+            (None, _) => None,
+            (Some(encoded), ValueFormat::Base64) => Some(decode_base64(encoded).map_err(|e| {
+                ApiError::new(
+                    ErrorCode::Invalid,
+                    format!("records[{index}]: header {name:?}: {e}"),
+                )
+            })?),
+            (Some(text), _) => Some(Bytes::copy_from_slice(text.as_bytes())),
+        };
+        decoded.push(RecordHeader {
+            key: name.clone(),
+            value,
+        });
+    }
+    Ok(decoded)
 }
 
 /// Turns a stored record into its API shape.
@@ -132,11 +149,14 @@ fn encode_base64(bytes: &[u8]) -> String {
     base64_simd::STANDARD.encode_to_string(bytes)
 }
 
+/// The error text for base64 that does not decode.
+pub const BAD_BASE64: &str = "invalid base64 (RFC 4648 standard alphabet, padded)";
+
 fn decode_base64(text: &str) -> Result<Bytes, String> {
     base64_simd::STANDARD
         .decode_to_vec(text)
         .map(Bytes::from)
-        .map_err(|_| "invalid base64 (RFC 4648 standard alphabet, padded)".to_string())
+        .map_err(|_| BAD_BASE64.to_string())
 }
 
 #[cfg(test)]

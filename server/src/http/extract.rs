@@ -106,11 +106,41 @@ fn above_int64(text: &str) -> bool {
 
 /// Whether `body` holds 19 or more digits in a row: only then can a number exceed int64, so
 /// only then is the body parsed twice.
-fn has_long_digit_run(body: &[u8]) -> bool {
+///
+/// It runs over every JSON body, megabytes of base64 on produce, so it looks at 8 bytes at a
+/// time: a run of 19 digits always covers one whole aligned 8-byte block, and only around such
+/// a block are bytes counted one by one.
+pub fn has_long_digit_run(body: &[u8]) -> bool {
+    const BLOCK: usize = 8;
+    body.chunks_exact(BLOCK).enumerate().any(|(index, block)| {
+        let mut word = [0u8; BLOCK];
+        word.copy_from_slice(block);
+        all_digits(u64::from_ne_bytes(word)) && {
+            let start = (index * BLOCK).saturating_sub(LONG_RUN);
+            let end = (index * BLOCK + BLOCK + LONG_RUN).min(body.len());
+            body.get(start..end).is_some_and(digit_run_of_19)
+        }
+    })
+}
+
+/// Digits in a row that may exceed int64.
+const LONG_RUN: usize = 19;
+
+/// Whether all 8 bytes of `word` are ASCII digits: every byte is 0x3_ and adding 6 keeps it
+/// 0x3_ (no byte carries into the next: each stays below 0x46).
+fn all_digits(word: u64) -> bool {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    word & HIGH == THREES && word.wrapping_add(SIXES) & HIGH == THREES
+}
+
+/// The plain count: whether `bytes` holds [`LONG_RUN`] digits in a row.
+fn digit_run_of_19(bytes: &[u8]) -> bool {
     let mut run = 0;
-    for byte in body {
+    for byte in bytes {
         run = if byte.is_ascii_digit() { run + 1 } else { 0 };
-        if run >= 19 {
+        if run >= LONG_RUN {
             return true;
         }
     }
@@ -253,6 +283,31 @@ mod tests {
     struct Body {
         count: u32,
         nested: Option<Vec<u64>>,
+    }
+
+    proptest::proptest! {
+        /// The block-wise scan finds exactly the runs the plain count finds.
+        #[test]
+        fn long_digit_runs_are_found_block_wise(
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    9 => proptest::char::range('0', '9'),
+                    1 => proptest::prop_oneof![proptest::strategy::Just('a'), proptest::strategy::Just(':'), proptest::strategy::Just('/')],
+                ],
+                0..120,
+            ),
+        ) {
+            let body: Vec<u8> = body.into_iter().map(|c| c as u8).collect();
+            proptest::prop_assert_eq!(has_long_digit_run(&body), digit_run_of_19(&body));
+        }
+    }
+
+    #[test]
+    fn every_byte_value_is_classified_as_a_digit_or_not() {
+        for byte in 0..=u8::MAX {
+            let word = u64::from_ne_bytes([b'5', b'5', b'5', byte, b'5', b'5', b'5', b'5']);
+            assert_eq!(all_digits(word), byte.is_ascii_digit(), "byte {byte:#x}");
+        }
     }
 
     #[test]

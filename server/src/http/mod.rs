@@ -23,6 +23,7 @@ pub mod offsets;
 pub mod openapi;
 pub mod paths;
 pub mod produce;
+mod produce_body;
 pub mod producers;
 pub mod sse;
 pub mod topics;

@@ -16,10 +16,10 @@ use strata_openapi::{
 };
 
 use super::AppState;
-use super::codec::to_incoming_record;
 use super::error::ApiError;
 use super::extract::{ApiBytes, ApiJsonBytes, ApiPath, ApiQuery};
 use super::paths;
+use super::produce_body::ProduceBody;
 use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
 use crate::security::Caller;
@@ -59,7 +59,7 @@ pub async fn produce_to_topic(
     ApiQuery(query): ApiQuery<ProduceQuery>,
     ApiJsonBytes(body): ApiJsonBytes,
 ) -> Result<Json<ProduceAnswer>, ApiError> {
-    let request: ProduceRequest = super::extract::parse_json(&body)?;
+    let request = ProduceBody::parse(&body)?;
     let topic = state.broker.producible_topic(&caller, &topic)?;
     let records = decode_records(&query, request)?;
     state.broker.admit_produce(&caller, body.len() as u64)?;
@@ -128,7 +128,7 @@ pub async fn produce_to_partition(
                     "for JSON bodies, put expected_offset in the body",
                 ));
             }
-            let request: ProduceRequest = super::extract::parse_json(&body)?;
+            let request = ProduceBody::parse(&body)?;
             let produce = ProduceQuery {
                 value_format: query.value_format,
                 acks: query.acks,
@@ -170,25 +170,17 @@ pub struct PartitionProduceQuery {
 }
 
 /// The request's records decoded from their JSON shapes (`value_format`), with the producer.
-fn decode_records(
-    query: &ProduceQuery,
-    request: ProduceRequest,
-) -> Result<ProduceRecords, ApiError> {
-    let records = request
-        .records
-        .iter()
-        .enumerate()
-        .map(|(index, record)| to_incoming_record(record, query.value_format, index))
-        .collect::<Result<Vec<_>, _>>()?;
+fn decode_records(query: &ProduceQuery, body: ProduceBody<'_>) -> Result<ProduceRecords, ApiError> {
+    let (records, fields) = body.into_records(query.value_format)?;
     Ok(ProduceRecords {
         records,
-        producer: request.producer.map(|fields| ProducerSession {
+        producer: fields.producer.map(|fields| ProducerSession {
             producer_id: fields.producer_id,
             producer_epoch: fields.producer_epoch,
             sequences: fields.sequences,
         }),
         acks: acks(query.acks),
-        expected_offset: request.expected_offset,
+        expected_offset: fields.expected_offset,
     })
 }
 

@@ -286,7 +286,7 @@ fn len_i32(len: usize, what: &'static str) -> Result<i32, BatchError> {
 
 /// Writes a varint length (or -1 for null) followed by the bytes.
 fn put_nullable(
-    out: &mut Vec<u8>,
+    out: &mut impl BufMut,
     data: Option<&[u8]>,
     what: &'static str,
 ) -> Result<(), BatchError> {
@@ -294,10 +294,18 @@ fn put_nullable(
         None => varint::encode_varint(-1, out),
         Some(data) => {
             varint::encode_varint(len_i32(data.len(), what)?, out);
-            out.extend_from_slice(data);
+            out.put_slice(data);
         }
     }
     Ok(())
+}
+
+/// The bytes [`put_nullable`] writes for `data`.
+fn nullable_len(data: Option<&[u8]>, what: &'static str) -> Result<usize, BatchError> {
+    match data {
+        None => Ok(varint::varint_len(-1)),
+        Some(data) => Ok(varint::varint_len(len_i32(data.len(), what)?) + data.len()),
+    }
 }
 
 /// Encodes `records` as one v2 batch (records compressed with `options.compression`),
@@ -309,73 +317,166 @@ pub fn encode_batch(options: &BatchOptions, records: &[NewRecord]) -> Result<Byt
     encode_parts(options, records).map(|(bytes, _)| bytes)
 }
 
+/// One record's fields relative to its batch, with its encoded length worked out up front so
+/// the record goes straight into the batch buffer (no per-record scratch buffer).
+struct RecordLayout {
+    timestamp_delta: i64,
+    offset_delta: i32,
+    /// Bytes after the record's length varint.
+    body_len: i32,
+}
+
+impl RecordLayout {
+    fn new(record: &NewRecord, index: usize, first_timestamp: i64) -> Result<Self, BatchError> {
+        let offset_delta = len_i32(index, "record count")?;
+        let timestamp_delta = record
+            .timestamp
+            .checked_sub(first_timestamp)
+            .ok_or(BatchError::TimestampOverflow)?;
+        let mut len = 1 // record attributes: unused in v2
+            + varint::varlong_len(timestamp_delta)
+            + varint::varint_len(offset_delta)
+            + nullable_len(record.key.as_deref(), "record key")?
+            + nullable_len(record.value.as_deref(), "record value")?
+            + varint::varint_len(len_i32(record.headers.len(), "header count")?);
+        for header in &record.headers {
+            len += nullable_len(Some(header.key.as_bytes()), "header key")?;
+            len += nullable_len(header.value.as_deref(), "header value")?;
+        }
+        Ok(RecordLayout {
+            timestamp_delta,
+            offset_delta,
+            body_len: len_i32(len, "record")?,
+        })
+    }
+
+    /// Bytes of the record, its length varint included.
+    fn encoded_len(&self) -> usize {
+        varint::varint_len(self.body_len) + self.body_len as usize
+    }
+
+    fn put(&self, record: &NewRecord, out: &mut impl BufMut) -> Result<(), BatchError> {
+        varint::encode_varint(self.body_len, out);
+        out.put_i8(0); // record attributes: unused in v2
+        varint::encode_varlong(self.timestamp_delta, out);
+        varint::encode_varint(self.offset_delta, out);
+        put_nullable(out, record.key.as_deref(), "record key")?;
+        put_nullable(out, record.value.as_deref(), "record value")?;
+        varint::encode_varint(len_i32(record.headers.len(), "header count")?, out);
+        for header in &record.headers {
+            put_nullable(out, Some(header.key.as_bytes()), "header key")?;
+            put_nullable(out, header.value.as_deref(), "header value")?;
+        }
+        Ok(())
+    }
+}
+
 /// [`encode_batch`], also returning the uncompressed records section, so
 /// [`RecordBatch::encode`] builds a batch without decoding (or decompressing) what it just
-/// wrote.
+/// wrote. An uncompressed batch is written into one buffer of its exact size: each value is
+/// copied once, and a large batch costs one allocation instead of a growing scratch buffer
+/// and two more copies.
 fn encode_parts(
     options: &BatchOptions,
     records: &[NewRecord],
 ) -> Result<(Bytes, Bytes), BatchError> {
     let first = records.first().ok_or(BatchError::EmptyBatch)?;
     let first_timestamp = first.timestamp;
-    let mut max_timestamp = first_timestamp;
-    let mut body: Vec<u8> = Vec::new();
-    let mut encoded: Vec<u8> = Vec::new();
-    for (index, record) in records.iter().enumerate() {
-        let offset_delta = len_i32(index, "record count")?;
-        let timestamp_delta = record
-            .timestamp
-            .checked_sub(first_timestamp)
-            .ok_or(BatchError::TimestampOverflow)?;
-        max_timestamp = max_timestamp.max(record.timestamp);
+    let max_timestamp = records
+        .iter()
+        .map(|r| r.timestamp)
+        .max()
+        .unwrap_or(first_timestamp);
+    let layouts = records
+        .iter()
+        .enumerate()
+        .map(|(index, record)| RecordLayout::new(record, index, first_timestamp))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plain_len = layouts.iter().try_fold(0usize, |sum, layout| {
+        sum.checked_add(layout.encoded_len())
+            .ok_or(BatchError::TooLarge { what: "batch" })
+    })?;
+    let header = HeaderFields {
+        options,
+        record_count: records.len(),
+        first_timestamp,
+        max_timestamp,
+    };
+    if options.compression == Compression::None {
+        let mut out = header.start(plain_len)?;
+        put_records(&layouts, records, &mut out)?;
+        let batch = header.finish(out)?;
+        let plain = batch.slice(BATCH_HEADER_LEN..);
+        return Ok((batch, plain));
+    }
+    let mut plain = Vec::with_capacity(plain_len);
+    put_records(&layouts, records, &mut plain)?;
+    let compressed = super::compression::compress(options.compression, &plain)?;
+    let mut out = header.start(compressed.len())?;
+    out.extend_from_slice(&compressed);
+    Ok((header.finish(out)?, Bytes::from(plain)))
+}
 
-        body.clear();
-        body.put_i8(0); // record attributes: unused in v2
-        varint::encode_varlong(timestamp_delta, &mut body);
-        varint::encode_varint(offset_delta, &mut body);
-        put_nullable(&mut body, record.key.as_deref(), "record key")?;
-        put_nullable(&mut body, record.value.as_deref(), "record value")?;
-        varint::encode_varint(len_i32(record.headers.len(), "header count")?, &mut body);
-        for header in &record.headers {
-            put_nullable(&mut body, Some(header.key.as_bytes()), "header key")?;
-            put_nullable(&mut body, header.value.as_deref(), "header value")?;
+fn put_records(
+    layouts: &[RecordLayout],
+    records: &[NewRecord],
+    out: &mut impl BufMut,
+) -> Result<(), BatchError> {
+    for (layout, record) in layouts.iter().zip(records) {
+        layout.put(record, out)?;
+    }
+    Ok(())
+}
+
+/// The batch header's fields that come from the options and the records.
+struct HeaderFields<'a> {
+    options: &'a BatchOptions,
+    record_count: usize,
+    first_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl HeaderFields<'_> {
+    /// A buffer of the whole batch's size holding the header (CRC still zero).
+    fn start(&self, records_len: usize) -> Result<BytesMut, BatchError> {
+        let options = self.options;
+        let total = BATCH_HEADER_LEN
+            .checked_add(records_len)
+            .ok_or(BatchError::TooLarge { what: "batch" })?;
+        let batch_length = len_i32(total.saturating_sub(LOG_OVERHEAD), "batch")?;
+        let mut attributes = i16::from(options.compression.id());
+        if options.timestamp_type == TimestampType::LogAppendTime {
+            attributes |= TIMESTAMP_TYPE_MASK;
         }
-        varint::encode_varint(len_i32(body.len(), "record")?, &mut encoded);
-        encoded.extend_from_slice(&body);
+        if options.transactional {
+            attributes |= TRANSACTIONAL_MASK;
+        }
+        let mut out = BytesMut::with_capacity(total);
+        out.put_i64(options.base_offset);
+        out.put_i32(batch_length);
+        out.put_i32(options.partition_leader_epoch);
+        out.put_i8(MAGIC_V2);
+        out.put_u32(0); // CRC, filled in by `finish` once the covered bytes exist
+        out.put_i16(attributes);
+        out.put_i32(len_i32(
+            self.record_count.saturating_sub(1),
+            "record count",
+        )?);
+        out.put_i64(self.first_timestamp);
+        out.put_i64(self.max_timestamp);
+        out.put_i64(options.producer_id);
+        out.put_i16(options.producer_epoch);
+        out.put_i32(options.base_sequence);
+        out.put_i32(len_i32(self.record_count, "record count")?);
+        Ok(out)
     }
 
-    let plain = Bytes::from(encoded);
-    let encoded = super::compression::compress(options.compression, &plain)?;
-    let total = BATCH_HEADER_LEN
-        .checked_add(encoded.len())
-        .ok_or(BatchError::TooLarge { what: "batch" })?;
-    let batch_length = len_i32(total.saturating_sub(LOG_OVERHEAD), "batch")?;
-    let mut attributes = i16::from(options.compression.id());
-    if options.timestamp_type == TimestampType::LogAppendTime {
-        attributes |= TIMESTAMP_TYPE_MASK;
+    /// Fills in the CRC over the finished batch.
+    fn finish(&self, mut out: BytesMut) -> Result<Bytes, BatchError> {
+        let crc = crc32c::crc32c(out.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
+        write_at(&mut out, CRC_OFFSET, &crc.to_be_bytes())?;
+        Ok(out.freeze())
     }
-    if options.transactional {
-        attributes |= TRANSACTIONAL_MASK;
-    }
-
-    let mut out = BytesMut::with_capacity(total);
-    out.put_i64(options.base_offset);
-    out.put_i32(batch_length);
-    out.put_i32(options.partition_leader_epoch);
-    out.put_i8(MAGIC_V2);
-    out.put_u32(0); // CRC, filled in below once the covered bytes exist
-    out.put_i16(attributes);
-    out.put_i32(len_i32(records.len().saturating_sub(1), "record count")?);
-    out.put_i64(first_timestamp);
-    out.put_i64(max_timestamp);
-    out.put_i64(options.producer_id);
-    out.put_i16(options.producer_epoch);
-    out.put_i32(options.base_sequence);
-    out.put_i32(len_i32(records.len(), "record count")?);
-    out.extend_from_slice(&encoded);
-    let crc = crc32c::crc32c(out.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
-    write_at(&mut out, CRC_OFFSET, &crc.to_be_bytes())?;
-    Ok((out.freeze(), plain))
 }
 
 /// Whether `batch` (exactly one batch, header included) has the CRC its header states: cheap
