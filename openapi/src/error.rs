@@ -96,6 +96,8 @@ pub enum ErrorCode {
     Forbidden,
     /// No consumer group has this id (it has no members and no committed offsets).
     GroupNotFound,
+    /// The topic has no legal hold with this id (it was released, or never existed).
+    HoldNotFound,
     /// An unexpected server error; the message says nothing internal, the server log does.
     Internal,
     /// Internal topics (names starting with `__`, such as `__consumer_offsets`) belong to the
@@ -115,6 +117,9 @@ pub enum ErrorCode {
     KeyNotFound,
     /// A record without a key was sent to a compacted topic, where the key is the identity.
     KeyRequired,
+    /// A legal hold keeps records the request would remove (delete-records, topic deletion);
+    /// the message names the hold and its reason. Release the hold first.
+    LegalHold,
     /// The route exists, but not for this HTTP method.
     MethodNotAllowed,
     /// A group member has no usable committed offset for a partition (none, or deleted by
@@ -197,6 +202,7 @@ impl ErrorCode {
         ErrorCode::DiskFull,
         ErrorCode::Forbidden,
         ErrorCode::GroupNotFound,
+        ErrorCode::HoldNotFound,
         ErrorCode::Internal,
         ErrorCode::InternalTopic,
         ErrorCode::Invalid,
@@ -205,6 +211,7 @@ impl ErrorCode {
         ErrorCode::InvalidTopicName,
         ErrorCode::KeyNotFound,
         ErrorCode::KeyRequired,
+        ErrorCode::LegalHold,
         ErrorCode::MethodNotAllowed,
         ErrorCode::NoValidOffset,
         ErrorCode::NotAcceptable,
@@ -244,6 +251,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::GroupNotFound
+            | ErrorCode::HoldNotFound
             | ErrorCode::KeyNotFound
             | ErrorCode::NotFound
             | ErrorCode::PartitionNotFound
@@ -254,6 +262,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict
             | ErrorCode::InternalTopic
+            | ErrorCode::LegalHold
             | ErrorCode::NoValidOffset
             | ErrorCode::PartitionNotAssigned
             | ErrorCode::ProducerFenced
@@ -303,6 +312,7 @@ impl ErrorCode {
             | ErrorCode::Corrupt
             | ErrorCode::Forbidden
             | ErrorCode::GroupNotFound
+            | ErrorCode::HoldNotFound
             | ErrorCode::Internal
             | ErrorCode::InternalTopic
             | ErrorCode::Invalid
@@ -311,6 +321,7 @@ impl ErrorCode {
             | ErrorCode::InvalidTopicName
             | ErrorCode::KeyNotFound
             | ErrorCode::KeyRequired
+            | ErrorCode::LegalHold
             | ErrorCode::MethodNotAllowed
             | ErrorCode::NotAcceptable
             | ErrorCode::NotFound
@@ -348,6 +359,7 @@ impl ErrorCode {
             ErrorCode::DiskFull => "disk_full",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::GroupNotFound => "group_not_found",
+            ErrorCode::HoldNotFound => "hold_not_found",
             ErrorCode::Internal => "internal",
             ErrorCode::InternalTopic => "internal_topic",
             ErrorCode::Invalid => "invalid",
@@ -356,6 +368,7 @@ impl ErrorCode {
             ErrorCode::InvalidTopicName => "invalid_topic_name",
             ErrorCode::KeyNotFound => "key_not_found",
             ErrorCode::KeyRequired => "key_required",
+            ErrorCode::LegalHold => "legal_hold",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::NotAcceptable => "not_acceptable",
             ErrorCode::NotFound => "not_found",

@@ -15,6 +15,7 @@
 pub mod error;
 pub mod groups;
 pub mod health;
+pub mod holds;
 pub mod offsets;
 pub mod producers;
 pub mod records;
@@ -30,6 +31,7 @@ pub use groups::{
     ResetOffsetsRequest, ResetTarget, TopicPartitionRef,
 };
 pub use health::{Health, Readiness};
+pub use holds::{CreateLegalHoldRequest, LegalHold, LegalHoldList};
 pub use offsets::{
     DeleteRecordsRequest, DeleteRecordsResponse, OffsetsQuery, OffsetsResponse, PartitionOffsets,
     TimestampOffset,

@@ -127,6 +127,10 @@ pub struct TopicDescription {
     /// Effective value of every config, defaults included.
     #[schema(value_type = BTreeMap<String, ConfigValue>)]
     pub configs: BTreeMap<String, Value>,
+    /// Legal holds in force (absent when none): what retention, delete-records and topic
+    /// deletion keep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legal_holds: Vec<crate::holds::LegalHold>,
 }
 
 /// The state of one partition of a topic.

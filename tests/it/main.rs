@@ -16,6 +16,7 @@ mod health;
 mod idempotence;
 mod internal_topics;
 mod kafka_compat;
+mod legal_holds;
 mod observability;
 mod produce_fetch;
 mod readme;

@@ -18,6 +18,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     (ErrorCode::DiskFull, "disk_full", 503, true),
     (ErrorCode::Forbidden, "forbidden", 403, false),
     (ErrorCode::GroupNotFound, "group_not_found", 404, false),
+    (ErrorCode::HoldNotFound, "hold_not_found", 404, false),
     (ErrorCode::Internal, "internal", 500, false),
     (ErrorCode::InternalTopic, "internal_topic", 409, false),
     (ErrorCode::Invalid, "invalid", 422, false),
@@ -31,6 +32,7 @@ const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
     ),
     (ErrorCode::KeyNotFound, "key_not_found", 404, false),
     (ErrorCode::KeyRequired, "key_required", 422, false),
+    (ErrorCode::LegalHold, "legal_hold", 409, false),
     (
         ErrorCode::MethodNotAllowed,
         "method_not_allowed",

@@ -8,8 +8,11 @@
 //! records locally while the bucket still served them to readers below the local start.
 
 use super::error::{DeleteRecordsError, OffsetOutOfRange};
+use super::reader::PartitionReader;
 use super::{Broker, ReaderOpenError};
+use crate::log::retention::hold_floor;
 use crate::security::{Caller, Operation};
+use crate::topics::catalog::Topic;
 
 impl From<ReaderOpenError> for DeleteRecordsError {
     fn from(error: ReaderOpenError) -> Self {
@@ -45,6 +48,7 @@ impl Broker {
             }
             .into());
         }
+        self.refuse_held(&topic, partition, before, &reader)?;
         let local = reader.partition();
         if reader.remote().is_some() {
             self.tiering
@@ -53,5 +57,33 @@ impl Broker {
         }
         let local_start = local.delete_records(before).await?;
         Ok(reader.offsets().log_start_offset.max(local_start))
+    }
+
+    /// Refuses to move the log start past what a legal hold keeps.
+    fn refuse_held(
+        &self,
+        topic: &Topic,
+        partition: u32,
+        before: u64,
+        reader: &PartitionReader,
+    ) -> Result<(), DeleteRecordsError> {
+        let map = reader.segment_map();
+        let holds = topic.legal_holds();
+        let floor = holds
+            .iter()
+            .filter_map(|hold| {
+                let held = hold.held_from(partition)?;
+                hold_floor(&[held], &map).map(|offset| (offset, hold))
+            })
+            .min_by_key(|(offset, _)| *offset);
+        match floor {
+            Some((held_from, hold)) if before > held_from => Err(DeleteRecordsError::Held {
+                partition,
+                held_from,
+                id: hold.id.clone(),
+                reason: hold.reason.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 }

@@ -147,6 +147,21 @@ pub enum DeleteRecordsError {
     /// Moving the local log start failed.
     #[error(transparent)]
     Local(#[from] AppendError),
+    /// A legal hold keeps records below the requested offset.
+    #[error(
+        "partition {partition}: legal hold {id} ({reason}) keeps offset {held_from} and later; \
+         delete-records may go up to {held_from}"
+    )]
+    Held {
+        /// The partition.
+        partition: u32,
+        /// The lowest offset the holds keep.
+        held_from: u64,
+        /// The id of a hold that keeps it.
+        id: String,
+        /// That hold's reason.
+        reason: String,
+    },
 }
 
 /// Why a topic operation (create, configure, grow, delete, describe segments) failed.

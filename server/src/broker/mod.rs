@@ -14,6 +14,7 @@ pub mod delete_records;
 pub mod error;
 pub mod fetch;
 pub mod groups;
+pub mod holds;
 pub mod observe;
 pub mod produce;
 pub mod reader;

@@ -164,6 +164,11 @@ impl From<CatalogError> for ApiError {
             }
             CatalogError::Dir { source, .. } => ApiError::internal(os_error_code(source), &error),
             CatalogError::Corrupt { .. } => ApiError::internal(ErrorCode::Corrupt, &error),
+            CatalogError::Held { .. } => ApiError::new(ErrorCode::LegalHold, error.to_string()),
+            CatalogError::InvalidHold(_) => ApiError::new(ErrorCode::Invalid, error.to_string()),
+            CatalogError::HoldNotFound { .. } => {
+                ApiError::new(ErrorCode::HoldNotFound, error.to_string())
+            }
         }
     }
 }
@@ -311,6 +316,9 @@ impl From<DeleteRecordsError> for ApiError {
             DeleteRecordsError::OutOfRange(range) => range.into(),
             DeleteRecordsError::Remote(remote) => remote.into(),
             DeleteRecordsError::Local(local) => local.into(),
+            held @ DeleteRecordsError::Held { .. } => {
+                ApiError::new(ErrorCode::LegalHold, held.to_string())
+            }
         }
     }
 }

@@ -222,6 +222,16 @@ fn delete_records_errors_map_to_their_codes() {
             DeleteRecordsError::Local(AppendError::Io(Arc::new(io(libc::ENOSPC)))).into(),
             ErrorCode::DiskFull,
         ),
+        (
+            DeleteRecordsError::Held {
+                partition: 0,
+                held_from: 3,
+                id: "1".into(),
+                reason: "case".into(),
+            }
+            .into(),
+            ErrorCode::LegalHold,
+        ),
     ]);
 }
 
@@ -543,6 +553,27 @@ fn catalog_errors_map_to_their_codes() {
             }
             .into(),
             ErrorCode::Corrupt,
+        ),
+        (
+            CatalogError::Held {
+                topic: "t".into(),
+                id: "1".into(),
+                reason: "case".into(),
+            }
+            .into(),
+            ErrorCode::LegalHold,
+        ),
+        (
+            CatalogError::InvalidHold(crate::topics::holds::InvalidHold::Backwards).into(),
+            ErrorCode::Invalid,
+        ),
+        (
+            CatalogError::HoldNotFound {
+                topic: "t".into(),
+                id: "9".into(),
+            }
+            .into(),
+            ErrorCode::HoldNotFound,
         ),
     ]);
 }

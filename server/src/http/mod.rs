@@ -18,6 +18,7 @@ pub mod fetch;
 mod fetch_json;
 pub mod groups;
 pub mod health;
+pub mod holds;
 pub mod observe;
 pub mod offsets;
 pub mod openapi;
@@ -123,6 +124,8 @@ pub fn router(state: AppState) -> Router {
             get(topics::describe_topic).delete(topics::delete_topic),
         )
         .route(paths::TOPIC_CONFIGS, patch(topics::update_configs))
+        .route(paths::LEGAL_HOLDS, post(holds::place).get(holds::list))
+        .route(paths::LEGAL_HOLD, delete(holds::release))
         .route(paths::PARTITIONS, post(topics::add_partitions))
         .route(paths::TOPIC_RECORDS, post(produce::produce_to_topic))
         .route(

@@ -75,7 +75,7 @@ pub async fn offsets(
         (status = 200, description = "The new log start offset", body = DeleteRecordsResponse),
         (status = 400, description = "Bad path or JSON", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
-        (status = 409, description = "Internal topics cannot be trimmed (`internal_topic`)", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot be trimmed (`internal_topic`); a legal hold keeps records below the offset (`legal_hold`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 416, description = "Offset above the high watermark", body = ErrorBody),

@@ -25,6 +25,10 @@ pub const PARTITION_OFFSETS: &str = "/v1/topics/{topic}/partitions/{partition}/o
 pub const PARTITION_SEGMENTS: &str = "/v1/topics/{topic}/partitions/{partition}/segments";
 /// Delete a partition's records below an offset.
 pub const DELETE_RECORDS: &str = "/v1/topics/{topic}/partitions/{partition}/delete-records";
+/// A topic's legal holds: place, list.
+pub const LEGAL_HOLDS: &str = "/v1/topics/{topic}/legal-holds";
+/// One legal hold: read, release.
+pub const LEGAL_HOLD: &str = "/v1/topics/{topic}/legal-holds/{id}";
 /// Idempotent-producer identities.
 pub const PRODUCERS: &str = "/v1/producers";
 /// Consumer groups.

@@ -152,7 +152,8 @@ pub async fn add_partitions(
     }))
 }
 
-/// Delete a topic and all its data. Readers in the middle of a fetch finish it.
+/// Delete a topic and all its data. Readers in the middle of a fetch finish it. A topic under
+/// a legal hold cannot be deleted until every hold is released.
 ///
 /// Needs `delete` on the topic.
 #[utoipa::path(delete, path = paths::TOPIC, tag = "topics",
@@ -160,7 +161,7 @@ pub async fn add_partitions(
     responses(
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such topic", body = ErrorBody),
-        (status = 409, description = "Internal topics cannot be deleted (`internal_topic`)", body = ErrorBody),
+        (status = 409, description = "Internal topics cannot be deleted (`internal_topic`); a legal hold is in force (`legal_hold`)", body = ErrorBody),
         (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn delete_topic(
@@ -258,5 +259,10 @@ pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
         internal: topic.is_internal(),
         partitions,
         configs: topic.config_map(),
+        legal_holds: topic
+            .legal_holds()
+            .iter()
+            .map(super::holds::to_api)
+            .collect(),
     }
 }

@@ -64,11 +64,36 @@ pub fn retention_cut(
     cut
 }
 
+/// Where a legal hold begins in one partition, as retention sees it (the engine knows nothing
+/// else of holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldFrom {
+    /// Every offset from this one is kept.
+    Offset(u64),
+    /// Every record with a timestamp at or after this one (ms) is kept.
+    Time(i64),
+}
+
+/// The lowest offset any of `holds` keeps in a partition whose segments are `segments`: the
+/// log start may not pass it. A time hold keeps from the first segment whose newest record is
+/// at or after its start (no earlier segment holds such a record); one that matches no segment
+/// keeps nothing yet. `None` when nothing is held.
+pub fn hold_floor(holds: &[HeldFrom], segments: &super::segments::SegmentMap) -> Option<u64> {
+    holds
+        .iter()
+        .filter_map(|hold| match *hold {
+            HeldFrom::Offset(offset) => Some(offset),
+            HeldFrom::Time(start_ms) => segments.locate_time(start_ms).map(|s| s.base_offset),
+        })
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::log::segments::{SegmentMap, SegmentSpan, Tier};
 
     fn segment(end_offset: u64, size: u64, max_timestamp: Option<i64>) -> RetentionCandidate {
         RetentionCandidate {
@@ -144,5 +169,35 @@ mod tests {
             }
             prop_assert_eq!(retention_cut(candidates, total, policy, NOW), expected);
         }
+    }
+
+    fn span(base_offset: u64, next_offset: u64, max_timestamp: Option<i64>) -> SegmentSpan {
+        SegmentSpan {
+            base_offset,
+            next_offset,
+            max_timestamp,
+            tier: Tier::Local,
+        }
+    }
+
+    #[test]
+    fn holds_floor_at_their_lowest_kept_offset() {
+        let map = SegmentMap::new(
+            &[
+                span(0, 10, Some(100)),
+                span(10, 20, None),
+                span(20, 30, Some(300)),
+            ],
+            0,
+            &[],
+        );
+        assert_eq!(hold_floor(&[], &map), None);
+        assert_eq!(hold_floor(&[HeldFrom::Offset(15)], &map), Some(15));
+        assert_eq!(hold_floor(&[HeldFrom::Time(100)], &map), Some(0));
+        // The middle segment has no timestamp: it holds no record a time hold keeps.
+        assert_eq!(hold_floor(&[HeldFrom::Time(101)], &map), Some(20));
+        assert_eq!(hold_floor(&[HeldFrom::Time(301)], &map), None);
+        let both = [HeldFrom::Time(200), HeldFrom::Offset(12)];
+        assert_eq!(hold_floor(&both, &map), Some(12));
     }
 }

@@ -14,6 +14,7 @@ use super::sync::{REMOTE_TOPIC_FORMAT, RemoteTopic};
 use super::{Tiering, TieringError};
 use crate::names::TopicName;
 use crate::topics::catalog::Catalog;
+use crate::topics::holds::Holds;
 
 /// What a restore did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,10 +70,14 @@ impl Tiering {
                 starts.push(start);
             }
             let configs: BTreeMap<String, serde_json::Value> = remote.configs;
+            let holds = Holds {
+                active: remote.legal_holds,
+                next_id: remote.next_legal_hold_id.unwrap_or(0),
+            };
             let topic =
                 TopicName::parse(&name).map_err(|e| RestoreError::Catalog(e.to_string()))?;
             catalog
-                .restore(&topic, &configs, &starts)
+                .restore(&topic, &configs, &starts, holds)
                 .await
                 .map_err(|e| RestoreError::Catalog(e.to_string()))?;
             tracing::info!(

@@ -9,8 +9,27 @@ use strata_tiering::manifest::{self, RemoteSegment};
 use super::archive::Change;
 use super::{RemotePartition, Tiering, TieringError};
 use crate::log::Partition;
-use crate::log::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
+use crate::log::retention::{
+    HeldFrom, RetentionCandidate, RetentionPolicy, hold_floor, retention_cut,
+};
+use crate::log::segments::{SegmentMap, SegmentSpan, Tier};
 use crate::topics::config::TopicConfig;
+
+/// The segment map of a tiered partition: the bucket's segments below the local start, then
+/// the local ones.
+fn whole_log_map(remote_only: &[&RemoteSegment], partition: &Partition) -> SegmentMap {
+    let remote: Vec<SegmentSpan> = remote_only
+        .iter()
+        .map(|segment| SegmentSpan {
+            base_offset: segment.base_offset,
+            next_offset: segment.last_offset + 1,
+            max_timestamp: Some(segment.max_timestamp),
+            tier: Tier::Remote,
+        })
+        .collect();
+    let local_start = partition.offsets().log_start_offset;
+    SegmentMap::new(&partition.segment_spans(), local_start, &remote)
+}
 
 impl Tiering {
     /// Removes remote segments past `retention_ms` / `retention_bytes` of the whole log from
@@ -21,6 +40,7 @@ impl Tiering {
         remote: &RemotePartition,
         partition: &Partition,
         config: &TopicConfig,
+        held: &[HeldFrom],
         now: i64,
     ) -> Result<(), TieringError> {
         if config.retention_ms < 0 && config.retention_bytes < 0 {
@@ -37,6 +57,8 @@ impl Tiering {
         let total = local_bytes + remote_only.iter().map(|s| s.size).sum::<u64>();
         // A remote segment ends where the next one begins (compaction may leave a gap), the
         // last one after its last offset.
+        // A legal hold keeps its range of the whole log: no segment it reaches may go.
+        let floor = hold_floor(held, &whole_log_map(&remote_only, partition)).unwrap_or(u64::MAX);
         let candidates = remote_only
             .iter()
             .enumerate()
@@ -46,7 +68,8 @@ impl Tiering {
                     .map_or(segment.last_offset + 1, |next| next.base_offset),
                 size: segment.size,
                 max_timestamp: Some(segment.max_timestamp),
-            });
+            })
+            .take_while(|candidate| candidate.end_offset <= floor);
         let policy = RetentionPolicy {
             retention_ms: config.retention_ms,
             retention_bytes: config.retention_bytes,

@@ -20,6 +20,7 @@ use super::{RemotePartition, Tiering, TieringError};
 use crate::log::Partition;
 use crate::topics::catalog::{Catalog, Topic};
 use crate::topics::config::TopicConfig;
+use crate::topics::holds::LegalHold;
 
 /// Partitions a sweep syncs at once (each uploads up to three files at a time).
 const PARTITIONS_IN_FLIGHT: usize = 4;
@@ -39,6 +40,12 @@ pub struct RemoteTopic {
     pub partitions: u32,
     /// Topic configs, as the API shows them.
     pub configs: BTreeMap<String, Value>,
+    /// Legal holds in force (absent when none), so a restore keeps them in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legal_holds: Vec<LegalHold>,
+    /// The next hold id, so a restored topic never reuses one (absent when no hold was placed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_legal_hold_id: Option<u64>,
 }
 
 /// Sweeps between two orphan scans (listing a partition's objects is not free).
@@ -85,7 +92,7 @@ impl Tiering {
         futures::stream::iter(jobs)
             .for_each_concurrent(PARTITIONS_IN_FLIGHT, |(topic, number, partition, config)| async move {
                 if let Err(error) = self
-                    .sync_partition(topic.name(), number, &partition, &config, scan_orphans)
+                    .sync_partition(&topic, number, &partition, &config, scan_orphans)
                     .await
                 {
                     TieringStats::add(&self.stats.sync_failures, 1);
@@ -102,6 +109,8 @@ impl Tiering {
             name: topic.name().to_string(),
             partitions: topic.partition_count(),
             configs: topic.config_map(),
+            legal_holds: topic.legal_holds(),
+            next_legal_hold_id: Some(topic.next_hold_id()).filter(|id| *id > 0),
         };
         let body = serde_json::to_vec_pretty(&remote).unwrap_or_default();
         if self.published_topics.lock().get(topic.name()) == Some(&body) {
@@ -123,12 +132,13 @@ impl Tiering {
     /// The first failure; what succeeded before it stays done.
     pub async fn sync_partition(
         &self,
-        topic: &str,
+        held_topic: &Topic,
         number: u32,
         partition: &Arc<Partition>,
         config: &TopicConfig,
         scan_orphans: bool,
     ) -> Result<(), TieringError> {
+        let topic = held_topic.name();
         let local_start = partition.offsets().log_start_offset;
         let remote = self.remote(topic, number, local_start).await?;
         let _work = remote.work.lock().await;
@@ -164,7 +174,8 @@ impl Tiering {
                 "local retention"
             );
         }
-        self.total_retention(&remote, partition, config, now)
+        let held = held_topic.held_from(number);
+        self.total_retention(&remote, partition, config, &held, now)
             .await?;
         self.delete_pending(&remote, now).await?;
         if scan_orphans {

@@ -24,9 +24,11 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::config::{ConfigErrors, TopicConfig};
+use super::holds::{HoldRange, Holds, InvalidHold, LegalHold};
 use crate::clock::Clock;
 use crate::io::{Io, IoError};
 use crate::log::meta::{META_VERSION, PartitionMeta, write_file_atomically, write_meta};
+use crate::log::retention::HeldFrom;
 use crate::log::{LogConfig, OpenError, Partition};
 use crate::names::{InvalidName, TopicName};
 
@@ -41,6 +43,15 @@ struct TopicFile {
     partitions: u32,
     configs: TopicConfig,
     created_ms: i64,
+    /// Absent while the topic never had a hold, so older files read unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    legal_holds: Vec<LegalHold>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    next_legal_hold_id: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Why a catalog operation failed.
@@ -76,6 +87,27 @@ pub enum CatalogError {
     /// A partition could not be opened.
     #[error(transparent)]
     Partition(#[from] OpenError),
+    /// A legal hold keeps records the operation would remove.
+    #[error("topic {topic} is under legal hold {id} ({reason}): release it first")]
+    Held {
+        /// The topic.
+        topic: String,
+        /// The hold's id.
+        id: String,
+        /// The hold's reason.
+        reason: String,
+    },
+    /// A hold that cannot be placed as asked.
+    #[error(transparent)]
+    InvalidHold(#[from] InvalidHold),
+    /// No hold with that id.
+    #[error("topic {topic} has no legal hold {id}")]
+    HoldNotFound {
+        /// The topic.
+        topic: String,
+        /// The id asked for.
+        id: String,
+    },
     /// A topic file is unreadable.
     #[error("topic metadata {path} is invalid: {reason}")]
     Corrupt {
@@ -103,9 +135,25 @@ pub struct Topic {
     created_ms: i64,
     config: RwLock<TopicConfig>,
     partitions: RwLock<Vec<Arc<Partition>>>,
+    holds: RwLock<Holds>,
 }
 
 impl Topic {
+    /// The legal holds in force, oldest first.
+    pub fn legal_holds(&self) -> Vec<LegalHold> {
+        self.holds.read().active.clone()
+    }
+
+    /// The number the next hold's id gets (0 while no hold was ever placed).
+    pub fn next_hold_id(&self) -> u64 {
+        self.holds.read().next_id
+    }
+
+    /// Where the legal holds begin in partition `number`, for retention and delete-records.
+    pub fn held_from(&self, number: u32) -> Vec<HeldFrom> {
+        self.holds.read().held_from(number)
+    }
+
     /// The topic's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -225,6 +273,10 @@ impl Catalog {
             created_ms: file.created_ms,
             config: RwLock::new(file.configs),
             partitions: RwLock::new(partitions),
+            holds: RwLock::new(Holds {
+                active: file.legal_holds,
+                next_id: file.next_legal_hold_id,
+            }),
         })
     }
 
@@ -277,12 +329,14 @@ impl Catalog {
         partitions: u32,
         configs: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, CatalogError> {
-        self.create_with_starts(name.as_str(), configs, &vec![0; partitions as usize])
+        let starts = vec![0; partitions as usize];
+        self.create_with_starts(name.as_str(), configs, &starts, Holds::default())
             .await
     }
 
     /// Recreates a topic restored from tiered storage: partition `i` starts empty at
-    /// `log_starts[i]`, so new appends continue after the records the bucket holds.
+    /// `log_starts[i]`, so new appends continue after the records the bucket holds, and the
+    /// legal holds the bucket recorded are in force again.
     ///
     /// # Errors
     /// As [`Catalog::create`].
@@ -291,8 +345,9 @@ impl Catalog {
         name: &TopicName,
         configs: &BTreeMap<String, Value>,
         log_starts: &[u64],
+        holds: Holds,
     ) -> Result<Arc<Topic>, CatalogError> {
-        self.create_with_starts(name.as_str(), configs, log_starts)
+        self.create_with_starts(name.as_str(), configs, log_starts, holds)
             .await
     }
 
@@ -301,6 +356,7 @@ impl Catalog {
         name: &str,
         configs: &BTreeMap<String, Value>,
         log_starts: &[u64],
+        holds: Holds,
     ) -> Result<Arc<Topic>, CatalogError> {
         let partitions = u32::try_from(log_starts.len()).unwrap_or(u32::MAX);
         self.check_partition_count(partitions)?;
@@ -344,6 +400,8 @@ impl Catalog {
             partitions,
             configs: config.clone(),
             created_ms: self.clock.now_ms(),
+            legal_holds: holds.active.clone(),
+            next_legal_hold_id: holds.next_id,
         };
         // topic.json is written last: a topic exists once its metadata is durable.
         self.write_topic_file(&dir, &file).await?;
@@ -354,6 +412,7 @@ impl Catalog {
             created_ms: file.created_ms,
             config: RwLock::new(config),
             partitions: RwLock::new(opened),
+            holds: RwLock::new(holds),
         });
         self.topics
             .write()
@@ -419,14 +478,74 @@ impl Catalog {
         Ok(topic)
     }
 
-    /// Deletes a topic: it disappears at once and for good; readers holding one of its partitions
-    /// finish on the open files.
+    /// Places a legal hold on a topic, durably, before it answers.
     ///
     /// # Errors
-    /// Unknown topic or I/O errors.
+    /// Unknown or internal topic, an invalid hold, I/O errors.
+    pub async fn place_hold(
+        &self,
+        name: &str,
+        range: HoldRange,
+        reason: &str,
+        created_by: Option<String>,
+    ) -> Result<LegalHold, CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self.get_public(name)?;
+        let mut holds = topic.holds.read().clone();
+        let hold = holds.place(range, reason, self.clock.now_ms(), created_by)?;
+        let file = self.topic_file_with(
+            &topic,
+            topic.partition_count(),
+            &topic.config(),
+            holds.clone(),
+        );
+        self.write_topic_file(&topic.dir, &file).await?;
+        *topic.holds.write() = holds;
+        tracing::info!(topic = name, hold = hold.id, reason, "placed a legal hold");
+        Ok(hold)
+    }
+
+    /// Releases a legal hold: the next retention pass may remove what it kept.
+    ///
+    /// # Errors
+    /// Unknown topic or hold, I/O errors.
+    pub async fn release_hold(&self, name: &str, id: &str) -> Result<LegalHold, CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self.get_public(name)?;
+        let mut holds = topic.holds.read().clone();
+        let released = holds
+            .release(id)
+            .ok_or_else(|| CatalogError::HoldNotFound {
+                topic: name.to_string(),
+                id: id.to_string(),
+            })?;
+        let file = self.topic_file_with(
+            &topic,
+            topic.partition_count(),
+            &topic.config(),
+            holds.clone(),
+        );
+        self.write_topic_file(&topic.dir, &file).await?;
+        *topic.holds.write() = holds;
+        tracing::info!(topic = name, hold = id, "released a legal hold");
+        Ok(released)
+    }
+
+    /// Deletes a topic: it disappears at once and for good; readers holding one of its partitions
+    /// finish on the open files. A topic under a legal hold stays.
+    ///
+    /// # Errors
+    /// Unknown topic, a legal hold, or I/O errors.
     pub async fn delete(&self, name: &str) -> Result<(), CatalogError> {
         let _guard = self.changes.lock().await;
         let topic = self.get_public(name)?;
+        if let Some(hold) = topic.holds.read().active.first() {
+            return Err(CatalogError::Held {
+                topic: name.to_string(),
+                id: hold.id.clone(),
+                reason: hold.reason.clone(),
+            });
+        }
         let target = self.trash_dir.join(trash_name(name, self.clock.now_ms()));
         self.io.rename(&topic.dir, &target).await?;
         self.io.sync_dir(&self.topics_dir).await?;
@@ -466,12 +585,25 @@ impl Catalog {
     }
 
     fn topic_file(&self, topic: &Topic, partitions: u32, config: &TopicConfig) -> TopicFile {
+        let holds = topic.holds.read().clone();
+        self.topic_file_with(topic, partitions, config, holds)
+    }
+
+    fn topic_file_with(
+        &self,
+        topic: &Topic,
+        partitions: u32,
+        config: &TopicConfig,
+        holds: Holds,
+    ) -> TopicFile {
         TopicFile {
             version: TOPIC_FILE_VERSION,
             name: topic.name.clone(),
             partitions,
             configs: config.clone(),
             created_ms: topic.created_ms,
+            legal_holds: holds.active,
+            next_legal_hold_id: holds.next_id,
         }
     }
 

@@ -3,4 +3,5 @@
 
 pub mod catalog;
 pub mod config;
+pub mod holds;
 pub mod partitioner;
