@@ -200,6 +200,30 @@ async fn cold_reads_and_restore(store: TestStore) {
     let again = api.get_json("/v1/topics/cold/partitions/0/segments").await;
     assert!(again["cache"]["hits"].as_u64().unwrap() > hits, "{again}");
 
+    // A legal hold goes to the bucket with the topic's metadata.
+    let placed = api
+        .post(
+            "/v1/topics/cold/legal-holds",
+            &json!({"reason": "keep for restore", "start_ms": 0}),
+        )
+        .await;
+    assert_eq!(placed.status().as_u16(), 201);
+    let tier = store.open();
+    eventually(WAIT, "the bucket's topic.json lists the hold", || {
+        let tier = tier.clone();
+        async move {
+            let objects = tier.scoped();
+            match objects.get(&layout::topic_file("cold")).await {
+                Ok(found) => {
+                    let body = found.bytes().await.unwrap();
+                    String::from_utf8_lossy(&body).contains("keep for restore")
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+
     // Restore: a new server with an empty data directory against the same bucket.
     server.terminate();
     let fresh = tempfile::tempdir().unwrap();
@@ -211,6 +235,18 @@ async fn cold_reads_and_restore(store: TestStore) {
         described["configs"]["remote_storage_enable"], true,
         "{described}"
     );
+    assert_eq!(
+        described["legal_holds"][0]["reason"], "keep for restore",
+        "{described}"
+    );
+    let second = api
+        .post(
+            "/v1/topics/cold/legal-holds",
+            &json!({"reason": "another", "start_ms": 0}),
+        )
+        .await;
+    let second: Value = second.json().await.unwrap();
+    assert_eq!(second["id"], "2", "restored ids are not reused");
     let after_restore = api.fetch_all("cold", 0, 0).await;
     assert!(
         after_restore.len() as u64 >= tiered_end,
@@ -441,4 +477,107 @@ async fn lag_in_time_of_a_commit_that_only_the_bucket_holds_is_read_from_the_buc
         row["lag_ms"].as_i64().unwrap() > 0,
         "the age of offset 0 comes from the bucket: {lag}"
     );
+}
+
+#[tokio::test]
+// Real time: record stamps for the server's clock.
+#[allow(clippy::disallowed_methods)]
+async fn a_legal_hold_blocks_total_retention_and_holds_the_objects_in_the_lock_bucket() {
+    let store = TestStore::s3(&s3_test_server().lock_bucket, "held");
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    let configs = json!({
+        "remote_storage_enable": true,
+        "segment_bytes": 4096,
+        "retention_ms": 60_000,
+        "remote_upload_idle_ms": 300,
+    });
+    api.create_topic_with("held", 1, configs).await;
+    let placed = api
+        .post(
+            "/v1/topics/held/legal-holds",
+            &json!({"reason": "case 7", "partition": 0, "start_offset": 0, "end_offset": 9}),
+        )
+        .await;
+    assert_eq!(placed.status().as_u16(), 201);
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    for i in 0..20 {
+        let records: Vec<Value> = (0..5)
+            .map(|j| json!({"value": format!("held-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
+            .collect();
+        api.produce("held", &json!({ "records": records })).await;
+    }
+    // The first segment (offsets 0-9 and more) is uploaded and gets S3's legal hold; total
+    // retention keeps every record although all are past retention_ms.
+    let tier = store.open();
+    let lock = lock_client(&tier).await;
+    let first_log = || {
+        let tier = tier.clone();
+        async move {
+            let objects = tier.scoped();
+            let manifest = load_latest(objects.as_ref(), "held", 0).await.ok()??;
+            let first = manifest.segments.first()?.clone();
+            (first.base_offset == 0).then(|| Path::from(first.log.key.as_str()))
+        }
+    };
+    eventually(
+        WAIT,
+        "the held segment's object carries an S3 legal hold",
+        || {
+            let (tier, lock, first_log) = (tier.clone(), lock.clone(), first_log);
+            async move {
+                let Some(key) = first_log().await else {
+                    return false;
+                };
+                lock.legal_hold(&tier.key(&key), None)
+                    .await
+                    .unwrap_or(false)
+            }
+        },
+    )
+    .await;
+    let objects = tier.scoped();
+    let manifest = load_latest(objects.as_ref(), "held", 0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(manifest.segments.len() > 1, "several segments are uploaded");
+    for later in &manifest.segments[1..] {
+        if later.base_offset > 9 {
+            let key = tier.key(&Path::from(later.log.key.as_str()));
+            assert!(
+                !lock.legal_hold(&key, None).await.unwrap(),
+                "{key} is not held"
+            );
+        }
+    }
+    assert_eq!(api.offsets("held", 0).await["earliest"], 0);
+
+    // Released: the S3 hold comes off and total retention deletes the segment.
+    let released = api
+        .client
+        .delete(api.url("/v1/topics/held/legal-holds/1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(released.status().as_u16(), 200);
+    eventually(
+        WAIT,
+        "total retention proceeds after the release",
+        || async { api.offsets("held", 0).await["earliest"].as_u64().unwrap() > 9 },
+    )
+    .await;
+    let first_key = manifest.segments[0].log.key.clone();
+    eventually(WAIT, "the released segment's objects are deleted", || {
+        let (tier, first_key) = (tier.clone(), first_key.clone());
+        async move {
+            let objects = tier.scoped();
+            objects.head(&Path::from(first_key.as_str())).await.is_err()
+        }
+    })
+    .await;
 }

@@ -268,6 +268,31 @@ impl ObjectLock {
         Ok(Some(Retention { mode, retain_until }))
     }
 
+    /// Turns the S3 legal hold of `key` (its latest version) on or off. A legal hold has no
+    /// expiry: while it is on, no version delete succeeds, whatever the retention says.
+    ///
+    /// # Errors
+    /// [`ObjectLockError`]; on a bucket without Object Lock, S3 answers 400 `InvalidRequest`.
+    pub async fn set_legal_hold(&self, key: &Path, on: bool) -> Result<(), ObjectLockError> {
+        let status = if on {
+            ObjectLockLegalHoldStatus::On
+        } else {
+            ObjectLockLegalHoldStatus::Off
+        };
+        let hold = aws_sdk_s3::types::ObjectLockLegalHold::builder()
+            .status(status)
+            .build();
+        self.client
+            .put_object_legal_hold()
+            .bucket(&self.bucket)
+            .key(key.as_ref())
+            .legal_hold(hold)
+            .send()
+            .await
+            .map_err(|e| self.request_error("PutObjectLegalHold", key, e))?;
+        Ok(())
+    }
+
     /// Whether `key` (its latest version, or `version_id`) is under a legal hold.
     ///
     /// # Errors
@@ -336,6 +361,28 @@ impl ObjectLock {
                 tracing::debug!(error = %lookup, "reading the Object Lock of a refused delete failed");
                 Err(error.into())
             }
+        }
+    }
+
+    /// Whether the bucket has Object Lock enabled (only such a bucket takes retentions and
+    /// legal holds).
+    ///
+    /// # Errors
+    /// [`ObjectLockError`], e.g. a 403 without `s3:GetBucketObjectLockConfiguration`.
+    pub async fn is_lock_enabled(&self) -> Result<bool, ObjectLockError> {
+        let answer = self
+            .client
+            .get_object_lock_configuration()
+            .bucket(&self.bucket)
+            .send()
+            .await;
+        match answer {
+            Ok(output) => Ok(output
+                .object_lock_configuration()
+                .and_then(|config| config.object_lock_enabled())
+                .is_some_and(|enabled| *enabled == aws_sdk_s3::types::ObjectLockEnabled::Enabled)),
+            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => Ok(false),
+            Err(e) => Err(self.request_error("GetObjectLockConfiguration", &Path::from(""), e)),
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod cold;
+mod legal_hold;
 pub mod remote_log;
 pub mod restore;
 mod retention;
@@ -123,6 +124,8 @@ pub struct RemotePartition {
     pub partition: u32,
     manifest: RwLock<Arc<Manifest>>,
     fenced: Mutex<Option<String>>,
+    /// Object keys this server turned the S3 legal hold on for (see `legal_hold.rs`).
+    pub(crate) legal_holds_on: Mutex<std::collections::BTreeSet<String>>,
     /// Serialises uploads, retention and delete-records of this partition.
     pub(crate) work: tokio::sync::Mutex<()>,
     indexes: Mutex<HashMap<u64, Arc<OffsetIndex>>>,
@@ -141,6 +144,7 @@ impl RemotePartition {
             partition: manifest.partition,
             manifest: RwLock::new(Arc::new(manifest)),
             fenced: Mutex::new(None),
+            legal_holds_on: Mutex::new(std::collections::BTreeSet::new()),
             work: tokio::sync::Mutex::new(()),
             indexes: Mutex::new(HashMap::new()),
             digests: Mutex::new(HashMap::new()),
@@ -189,6 +193,8 @@ pub struct Tiering {
     /// Whether the bucket keeps versions: then deletes remove every version, since a plain
     /// delete only hides the data behind a delete marker (and keeps it billed).
     versioned: bool,
+    /// Whether the bucket has Object Lock enabled: then legal holds reach the objects too.
+    lock_enabled: bool,
     clock: Arc<dyn Clock>,
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
@@ -268,6 +274,13 @@ impl Tiering {
             }),
             None => false,
         };
+        let lock_enabled = match &lock {
+            Some(lock) if versioned => lock.is_lock_enabled().await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "could not read the bucket's Object Lock configuration; legal holds stay in Strata only");
+                false
+            }),
+            _ => false,
+        };
         let cache = ChunkCache::new(
             Arc::clone(&objects),
             ChunkCacheConfig {
@@ -284,6 +297,7 @@ impl Tiering {
             writer,
             lock,
             versioned,
+            lock_enabled,
             clock,
             settings,
             partitions: Mutex::new(HashMap::new()),

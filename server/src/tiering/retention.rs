@@ -5,6 +5,7 @@
 
 use object_store::path::Path;
 use strata_tiering::manifest::{self, RemoteSegment};
+use strata_tiering::object_lock::{DeleteVersionError, Protection};
 
 use super::archive::Change;
 use super::{RemotePartition, Tiering, TieringError};
@@ -112,8 +113,19 @@ impl Tiering {
             }
             let mut failed = Vec::new();
             for key in &pending.keys {
-                match self.delete_object(&Path::from(key.as_str())).await {
+                let path = Path::from(key.as_str());
+                match self.delete_object(&path).await {
                     Ok(()) => {}
+                    Err(TieringError::DeleteVersion(DeleteVersionError::Locked {
+                        protection: Protection::LegalHold,
+                        ..
+                    })) => {
+                        // Retried on the next sweep, once the stale hold is off.
+                        if let Err(error) = self.lift_stale_legal_hold(&path).await {
+                            tracing::warn!(key, %error, "could not lift a stale S3 legal hold");
+                        }
+                        failed.push(key.clone());
+                    }
                     Err(TieringError::DeleteVersion(error)) if error.is_locked() => {
                         super::stats::TieringStats::add(&self.stats.locked_delete_retries, 1);
                         // Expected when the clocks of S3 and Strata disagree about the date.

@@ -174,6 +174,8 @@ impl Tiering {
                 "local retention"
             );
         }
+        self.sync_legal_holds(&remote, &held_topic.legal_holds())
+            .await?;
         let held = held_topic.held_from(number);
         self.total_retention(&remote, partition, config, &held, now)
             .await?;

@@ -360,3 +360,46 @@ async fn an_unreadable_store_after_a_refused_manifest_create_does_not_fence() {
     manifest_objects_exist(&fixture).await;
     assert_eq!(read_all(&tiered(&fixture).await).await, values);
 }
+
+#[tokio::test]
+async fn total_retention_in_the_bucket_stops_at_a_legal_hold_until_it_is_released() {
+    use crate::topics::holds::HoldRange;
+    let fixture = fixture().await;
+    let retention: BTreeMap<String, Value> = [("retention_ms".to_string(), Value::from(60_000))]
+        .into_iter()
+        .collect();
+    fixture
+        .catalog
+        .update_configs("t", &retention)
+        .await
+        .unwrap();
+    let range = HoldRange::Offsets {
+        partition: 0,
+        start_offset: 10,
+        end_offset: None,
+    };
+    let hold = fixture
+        .catalog
+        .place_hold("t", range, "case 3", None)
+        .await
+        .unwrap();
+    let values = append(&fixture, 30).await;
+    fixture.tiering.sweep(&fixture.catalog, false).await;
+    fixture.clock.advance(3_600_000);
+    fixture.tiering.sweep(&fixture.catalog, false).await;
+    let log = tiered(&fixture).await;
+    let start = log.offsets().log_start_offset;
+    assert!(
+        start > 0 && start <= 10,
+        "the bucket's log start {start} stops at offset 10"
+    );
+    assert_eq!(read_all(&log).await.len(), 30 - start as usize);
+    assert_eq!(read_all(&log).await[..], values[start as usize..]);
+    fixture.catalog.release_hold("t", &hold.id).await.unwrap();
+    fixture.tiering.sweep(&fixture.catalog, false).await;
+    let log = tiered(&fixture).await;
+    assert!(
+        log.offsets().log_start_offset > 10,
+        "released, retention proceeds"
+    );
+}
