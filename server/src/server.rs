@@ -138,6 +138,16 @@ pub async fn build_state(
             .await
             .map_err(|error| StartError::Groups(error.to_string()))?,
     );
+    let groups_restored = tiering
+        .restore_group_offsets(&offsets, &restored.topics)
+        .await
+        .map_err(|error| StartError::Tiering(error.to_string()))?;
+    if groups_restored > 0 {
+        tracing::info!(
+            commits = groups_restored,
+            "restored consumer-group offsets from tiered storage"
+        );
+    }
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
     let (keys, authorizer) = open_security(&config)?;
     let config = Arc::new(config);

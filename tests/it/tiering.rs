@@ -224,6 +224,30 @@ async fn cold_reads_and_restore(store: TestStore) {
     })
     .await;
 
+    // A consumer group's position goes to the bucket as well.
+    let committed = api
+        .post(
+            "/v1/groups/readers/offsets",
+            &json!({"offsets": [{"topic": "cold", "partition": 0, "offset": 42, "metadata": "batch 7"}]}),
+        )
+        .await;
+    assert_eq!(committed.status().as_u16(), 200);
+    let committed = api.get_json("/v1/groups/readers/offsets").await;
+    eventually(WAIT, "the bucket holds the group's commit", || {
+        let tier = tier.clone();
+        async move {
+            let objects = tier.scoped();
+            match objects.get(&layout::group_offsets_file()).await {
+                Ok(found) => {
+                    let body = found.bytes().await.unwrap();
+                    String::from_utf8_lossy(&body).contains("batch 7")
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+
     // Restore: a new server with an empty data directory against the same bucket.
     server.terminate();
     let fresh = tempfile::tempdir().unwrap();
@@ -247,6 +271,11 @@ async fn cold_reads_and_restore(store: TestStore) {
         .await;
     let second: Value = second.json().await.unwrap();
     assert_eq!(second["id"], "2", "restored ids are not reused");
+    let restored_offsets = api.get_json("/v1/groups/readers/offsets").await;
+    assert_eq!(
+        restored_offsets, committed,
+        "the group's commit (offset, metadata, time) is back"
+    );
     let after_restore = api.fetch_all("cold", 0, 0).await;
     assert!(
         after_restore.len() as u64 >= tiered_end,

@@ -30,6 +30,11 @@ pub const TOPIC_FILE: &str = "topic.json";
 /// The four objects of one uploaded segment.
 pub const SEGMENT_KINDS: [&str; 4] = ["log", "index", "timeindex", "chunks"];
 
+/// The snapshot of consumer groups' committed offsets on tiered topics, for restores.
+pub fn group_offsets_file() -> Path {
+    Path::from("groups/offsets.json")
+}
+
 /// `topics/{topic}/topic.json`.
 pub fn topic_file(topic: &str) -> Path {
     Path::from_iter([TOPICS, topic, TOPIC_FILE])

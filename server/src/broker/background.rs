@@ -33,6 +33,7 @@ impl BackgroundTasks {
         let tiering = tokio::spawn(crate::tiering::sync::run(
             Arc::clone(broker.tiering()),
             Arc::clone(broker.catalog()),
+            Arc::clone(broker.offset_store()),
         ));
         let expiry = tokio::spawn(expire_members(Arc::clone(broker)));
         // Keys made with `strata auth create-key` or revoked by editing the file take effect

@@ -255,6 +255,11 @@ impl Broker {
         &self.catalog
     }
 
+    /// Consumer groups' committed offsets, for the tiering sweep that archives them.
+    pub fn offset_store(&self) -> &Arc<OffsetStore> {
+        &self.offsets
+    }
+
     /// Tiered storage.
     pub fn tiering(&self) -> &Arc<Tiering> {
         &self.tiering

@@ -228,26 +228,31 @@ impl OffsetStore {
     ) -> Result<(), OffsetStoreError> {
         let records: Vec<NewRecord> = commits
             .iter()
-            .map(|c| {
-                let key = OffsetKey {
-                    group: group.to_string(),
-                    topic: c.topic.clone(),
-                    partition: c.partition,
-                };
-                let value = OffsetValue {
-                    offset: c.offset,
-                    metadata: c.metadata.clone(),
-                    commit_time_ms: now_ms,
-                };
-                NewRecord {
-                    timestamp: now_ms,
-                    key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
-                    value: Some(Bytes::from(serde_json::to_vec(&value).unwrap_or_default())),
-                    headers: Vec::new(),
-                }
-            })
+            .map(|c| commit_record(group, c, now_ms))
             .collect();
         self.append(records).await
+    }
+
+    /// Durably writes commits brought back from an archive, each with its original commit
+    /// time (one batch per group, acknowledged after fsync).
+    ///
+    /// # Errors
+    /// The append failed; nothing was committed.
+    pub async fn restore_commits(
+        &self,
+        group: &str,
+        commits: &[(Commit, i64)],
+    ) -> Result<(), OffsetStoreError> {
+        let records = commits
+            .iter()
+            .map(|(c, commit_time_ms)| commit_record(group, c, *commit_time_ms))
+            .collect();
+        self.append(records).await
+    }
+
+    /// Every group's committed offsets, as of now.
+    pub fn snapshot(&self) -> BTreeMap<String, GroupOffsets> {
+        self.cache.read().clone()
     }
 
     /// Deletes every committed offset of a group (tombstones).
@@ -315,6 +320,26 @@ impl OffsetStore {
     /// Groups with at least one committed offset.
     pub fn groups(&self) -> Vec<String> {
         self.cache.read().keys().cloned().collect()
+    }
+}
+
+/// The `__consumer_offsets` record of one commit.
+fn commit_record(group: &str, commit: &Commit, commit_time_ms: i64) -> NewRecord {
+    let key = OffsetKey {
+        group: group.to_string(),
+        topic: commit.topic.clone(),
+        partition: commit.partition,
+    };
+    let value = OffsetValue {
+        offset: commit.offset,
+        metadata: commit.metadata.clone(),
+        commit_time_ms,
+    };
+    NewRecord {
+        timestamp: commit_time_ms,
+        key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
+        value: Some(Bytes::from(serde_json::to_vec(&value).unwrap_or_default())),
+        headers: Vec::new(),
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod cold;
+pub mod group_offsets;
 mod legal_hold;
 pub mod remote_log;
 pub mod restore;
@@ -199,6 +200,8 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
+    /// The last `groups/offsets.json` this process wrote (see `group_offsets.rs`).
+    published_group_offsets: tokio::sync::Mutex<Option<Vec<u8>>>,
     /// Signs the transparency logs' checkpoints.
     signer: strata_tiering::tlog::note::NoteSigner,
     /// Counters for `/metrics`.
@@ -302,6 +305,7 @@ impl Tiering {
             settings,
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
+            published_group_offsets: tokio::sync::Mutex::new(None),
             signer,
             stats: stats::TieringStats::default(),
         });

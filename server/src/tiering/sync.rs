@@ -17,6 +17,7 @@ use strata_tiering::manifest::{self, Manifest, ManifestError};
 use super::archive::Change;
 use super::stats::TieringStats;
 use super::{RemotePartition, Tiering, TieringError};
+use crate::groups::offsets::OffsetStore;
 use crate::log::Partition;
 use crate::topics::catalog::{Catalog, Topic};
 use crate::topics::config::TopicConfig;
@@ -51,8 +52,9 @@ pub struct RemoteTopic {
 /// Sweeps between two orphan scans (listing a partition's objects is not free).
 const ORPHAN_SCAN_EVERY: u64 = 12;
 
-/// Runs [`Tiering::sweep`] every interval until the task is dropped.
-pub async fn run(tiering: Arc<Tiering>, catalog: Arc<Catalog>) {
+/// Runs [`Tiering::sweep`], then [`Tiering::publish_group_offsets`], every interval until the
+/// task is dropped.
+pub async fn run(tiering: Arc<Tiering>, catalog: Arc<Catalog>, offsets: Arc<OffsetStore>) {
     let mut ticker = tokio::time::interval(Duration::from_millis(tiering.interval_ms().max(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweeps: u64 = 0;
@@ -61,6 +63,9 @@ pub async fn run(tiering: Arc<Tiering>, catalog: Arc<Catalog>) {
         tiering
             .sweep(&catalog, sweeps.is_multiple_of(ORPHAN_SCAN_EVERY))
             .await;
+        if let Err(error) = tiering.publish_group_offsets(&catalog, &offsets).await {
+            tracing::warn!(%error, "could not archive consumer-group offsets");
+        }
         sweeps += 1;
     }
 }
