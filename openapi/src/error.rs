@@ -32,6 +32,7 @@ use utoipa::ToSchema;
 /// - `disk_full` (503, retryable): the data disk has no space left; retry after `Retry-After`.
 /// - `forbidden` (403): the caller may not do this operation on this resource; the message names both.
 /// - `group_not_found` (404): no consumer group has this id.
+/// - `hold_not_found` (404): the topic has no legal hold with this id.
 /// - `internal` (500): an unexpected server error; the server logs the detail.
 /// - `internal_topic` (409): internal topics (`__` prefix) are not writable or configurable.
 /// - `invalid` (422): the request is well-formed but a value is not acceptable.
@@ -40,6 +41,7 @@ use utoipa::ToSchema;
 /// - `invalid_topic_name` (422): the topic name breaks the naming rules.
 /// - `key_not_found` (404): no API key has this id.
 /// - `key_required` (422): a record without a key was sent to a compacted topic.
+/// - `legal_hold` (409): a legal hold keeps records the request would remove.
 /// - `method_not_allowed` (405): the route exists but not for this HTTP method.
 /// - `no_valid_offset` (409): a member has no usable committed offset and `auto_offset_reset` is `none`.
 /// - `not_acceptable` (406): no representation matches the `Accept` header.

@@ -96,6 +96,9 @@ mod tests {
         TopicList,
         TopicSummary,
         UpdateTopicConfigsRequest,
+        CreateLegalHoldRequest,
+        LegalHold,
+        LegalHoldList,
     )))]
     struct TestDoc;
 
@@ -139,6 +142,9 @@ mod tests {
         "TopicList",
         "TopicSummary",
         "UpdateTopicConfigsRequest",
+        "CreateLegalHoldRequest",
+        "LegalHold",
+        "LegalHoldList",
     ];
 
     #[test]

@@ -67,7 +67,7 @@ pub enum Format {
 #[utoipa::path(get, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"), FetchQuery,
-           ("Last-Event-ID" = Option<u64>, Header, description = "SSE: resume at this offset")),
+           ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "SSE: resume at this offset")),
     responses(
         (status = 200, description = "Records", content(
             (FetchResponse = "application/json"),
