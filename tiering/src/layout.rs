@@ -30,9 +30,10 @@ pub const TOPIC_FILE: &str = "topic.json";
 /// The four objects of one uploaded segment.
 pub const SEGMENT_KINDS: [&str; 4] = ["log", "index", "timeindex", "chunks"];
 
-/// The snapshot of consumer groups' committed offsets on tiered topics, for restores.
+/// The snapshot of consumer groups' committed offsets on tiered topics, for restores: a
+/// signed note whose text is JSON.
 pub fn group_offsets_file() -> Path {
-    Path::from("groups/offsets.json")
+    Path::from("groups/offsets.note")
 }
 
 /// `topics/{topic}/topic.json`.

@@ -58,6 +58,7 @@ pub async fn verify(
         options.keys.clone()
     };
     report.keys = keys.iter().map(ToString::to_string).collect();
+    check_group_offsets(store, &keys, &mut report).await;
     if keys.is_empty() {
         report.failures.push(Failure::new(
             "tlog-keys/",
@@ -121,6 +122,31 @@ async fn check_format_files(store: &dyn ObjectStore, report: &mut Report) {
             Ok(None) => report.warnings.push(format!("{name} is missing")),
             Err(error) => report.failures.push(Failure::new(name, error)),
         }
+    }
+}
+
+/// `groups/offsets.note`, when present, must carry a valid signature of one of `keys` over
+/// a JSON text.
+async fn check_group_offsets(store: &dyn ObjectStore, keys: &[NoteVerifier], report: &mut Report) {
+    let key = layout::group_offsets_file();
+    let name = key.to_string();
+    let bytes = match get(store, &key).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return,
+        Err(error) => return report.failures.push(Failure::new(&name, error)),
+    };
+    let Ok(note) = std::str::from_utf8(&bytes) else {
+        return report.failures.push(Failure::new(&name, "not UTF-8 text"));
+    };
+    match keys.iter().find_map(|k| k.open_note(note).ok()) {
+        Some(text) if serde_json::from_str::<serde_json::Value>(text).is_ok() => {}
+        Some(_) => report
+            .failures
+            .push(Failure::new(&name, "signed, but its text is not JSON")),
+        None => report.failures.push(Failure::new(
+            &name,
+            "no valid signature of a verification key",
+        )),
     }
 }
 

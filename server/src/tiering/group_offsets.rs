@@ -1,8 +1,9 @@
 //! Consumer-group commits in the bucket. `__consumer_offsets` is a local compacted topic and is
 //! not tiered, so a restore from the bucket alone used to bring back every record but no group's
-//! position. Each sweep writes `groups/offsets.json` (when it changed): the committed offsets of
-//! every group on a tiered topic, with metadata and commit time. A restore replays the commits of
-//! the topics it recreated, so consumers resume where they were, to within one sweep.
+//! position. Each sweep writes `groups/offsets.note` (when it changed): the committed offsets of
+//! every group on a tiered topic, with metadata and commit time, as JSON in a note signed with
+//! the archive key, so `strata verify` can check it. A restore replays the commits of the topics
+//! it recreated, so consumers resume where they were, to within one sweep.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,15 +11,16 @@ use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use strata_tiering::layout;
+use strata_tiering::tlog::note::note_text;
 
 use super::{Tiering, TieringError};
 use crate::groups::offsets::{Commit, OffsetStore};
 use crate::topics::catalog::Catalog;
 
-/// Format of `groups/offsets.json`.
+/// Format of the JSON in `groups/offsets.note`.
 pub const GROUP_OFFSETS_FORMAT: u32 = 1;
 
-/// `groups/offsets.json`.
+/// The JSON text of `groups/offsets.note`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupOffsetsSnapshot {
@@ -45,7 +47,7 @@ pub struct ArchivedCommit {
 }
 
 impl Tiering {
-    /// Writes `groups/offsets.json` when the commits on tiered topics changed since the last
+    /// Writes `groups/offsets.note` when the commits on tiered topics changed since the last
     /// write of this process.
     ///
     /// # Errors
@@ -82,7 +84,10 @@ impl Tiering {
             format: GROUP_OFFSETS_FORMAT,
             groups,
         };
-        let body = serde_json::to_vec_pretty(&snapshot).unwrap_or_default();
+        // Pretty JSON has no blank line, so it is a valid signed-note text once it ends with a
+        // newline; the signature makes the snapshot verifiable like the checkpoints.
+        let text = serde_json::to_string_pretty(&snapshot).unwrap_or_default() + "\n";
+        let body = self.signer.sign_note(&text).into_bytes();
         let mut published = self.published_group_offsets.lock().await;
         if published.as_deref() == Some(body.as_slice()) {
             return Ok(());
@@ -120,8 +125,10 @@ impl Tiering {
             path: key.to_string(),
             reason,
         };
+        let note = String::from_utf8_lossy(&body);
+        let text = note_text(&note).ok_or_else(|| invalid("not a signed note".to_string()))?;
         let snapshot: GroupOffsetsSnapshot =
-            serde_json::from_slice(&body).map_err(|e| invalid(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if snapshot.format != GROUP_OFFSETS_FORMAT {
             return Err(invalid(format!("unsupported format {}", snapshot.format)));
         }

@@ -200,7 +200,7 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
-    /// The last `groups/offsets.json` this process wrote (see `group_offsets.rs`).
+    /// The last `groups/offsets.note` this process wrote (see `group_offsets.rs`).
     published_group_offsets: tokio::sync::Mutex<Option<Vec<u8>>>,
     /// Signs the transparency logs' checkpoints.
     signer: strata_tiering::tlog::note::NoteSigner,

@@ -129,12 +129,23 @@ impl NoteSigner {
 
     /// The signed checkpoint note of a tree.
     pub fn sign_checkpoint(&self, origin: &str, size: u64, root: &Hash) -> String {
-        let text = checkpoint_text(origin, size, root);
+        self.sign_note(&checkpoint_text(origin, size, root))
+    }
+
+    /// A signed note of `text` (which ends with a newline and holds no blank line), signed
+    /// with this key: the text, a blank line, and `— <name> <base64(key id || signature)>`.
+    pub fn sign_note(&self, text: &str) -> String {
         let signature = self.key.sign(text.as_bytes());
         let mut blob = self.id().to_be_bytes().to_vec();
         blob.extend_from_slice(&signature.to_bytes());
         format!("{text}\n{DASH} {} {}\n", self.name, STANDARD.encode(blob))
     }
+}
+
+/// The text of a signed note, its signatures not checked (for a reader that does not hold
+/// the key, such as a restore into a fresh data directory).
+pub fn note_text(note: &str) -> Option<&str> {
+    note.rfind("\n\n").map(|split| &note[..=split])
 }
 
 /// `<origin>\n<size>\n<base64 root>\n`: the signed text of a checkpoint.
@@ -227,6 +238,15 @@ impl NoteVerifier {
     /// # Errors
     /// A malformed note, or no valid signature of this key.
     pub fn open_checkpoint(&self, note: &str) -> Result<Checkpoint, NoteError> {
+        parse_checkpoint_text(self.open_note(note)?)
+    }
+
+    /// The text of a signed note, when a signature of this key verifies (signatures of other
+    /// keys are ignored, as the spec requires).
+    ///
+    /// # Errors
+    /// A malformed note, or no valid signature of this key.
+    pub fn open_note<'a>(&self, note: &'a str) -> Result<&'a str, NoteError> {
         let split = note
             .rfind("\n\n")
             .ok_or(NoteError::Malformed("no blank line before the signatures"))?;
@@ -259,7 +279,7 @@ impl NoteVerifier {
         if !signed {
             return Err(NoteError::Unsigned(self.to_string()));
         }
-        parse_checkpoint_text(text)
+        Ok(text)
     }
 }
 
@@ -352,5 +372,27 @@ mod tests {
             Err(NoteError::Unsigned(_))
         ));
         assert!(NoteVerifier::parse(&VKEY.replace("c74f20a3", "c74f20a4")).is_err());
+    }
+
+    #[test]
+    fn any_text_can_be_signed_and_every_change_is_refused() {
+        let signer = NoteSigner::from_seed("strata-test", [9; 32]).unwrap();
+        let verifier = signer.verifier();
+        let text = "{\n  \"format\": 1,\n  \"groups\": {}\n}\n";
+        let note = signer.sign_note(text);
+        assert_eq!(verifier.open_note(&note).unwrap(), text);
+        assert_eq!(note_text(&note), Some(text));
+        for at in 0..note.len() {
+            let mut bytes = note.clone().into_bytes();
+            bytes[at] ^= 1;
+            if let Ok(flipped) = String::from_utf8(bytes) {
+                assert!(
+                    verifier.open_note(&flipped).is_err(),
+                    "a flip at byte {at} passed"
+                );
+            }
+        }
+        let other = NoteSigner::from_seed("strata-test", [8; 32]).unwrap();
+        assert!(other.verifier().open_note(&note).is_err());
     }
 }
