@@ -32,5 +32,14 @@ pub(crate) fn write_at(
     sync: bool,
     stats: &IoStats,
 ) -> Result<(), IoError> {
+    let bytes: usize = bufs.iter().map(Bytes::len).sum();
+    if !sync && bytes <= SMALL_WRITE_BYTES {
+        // A small page-cache write takes microseconds; handing the worker's other tasks to
+        // another thread (what `block_in_place` does) costs more than it.
+        return write_then_sync(file, position, bufs, false, stats);
+    }
     run_blocking_here(|| write_then_sync(file, position, bufs, sync, stats))
 }
+
+/// Writes up to this size without an fdatasync run on the worker thread itself.
+const SMALL_WRITE_BYTES: usize = 64 * 1024;
