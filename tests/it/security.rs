@@ -482,3 +482,24 @@ async fn no_request_without_valid_credentials_changes_anything() {
     }
     assert_eq!(snapshot().await, before);
 }
+
+#[tokio::test]
+async fn an_acl_on_a_resource_named_with_digits_can_be_deleted() {
+    // A long run of digits is a name here, not an integer: only number fields are int64.
+    let (server, _dir, admin_token) = secured_server();
+    let admin = api_as(&server, Some(&admin_token));
+    let digits = "999999999999999999999999999999";
+    grant(&admin, "carol", "group", digits, "prefix", "read").await;
+    let query = format!(
+        "/v1/acls?principal=carol&resource_type=group&resource_name={digits}\
+         &pattern_type=prefix&operation=read&permission=allow"
+    );
+    let deleted = send(&admin, Method::DELETE, &query, None).await;
+    assert_eq!(deleted.status(), 200, "{}", deleted.text().await.unwrap());
+    assert!(
+        admin.get_json("/v1/acls").await["acls"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -201,6 +201,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         if let Some(pair) = query
             .split('&')
             .find(|pair| pair.split('=').nth(1).is_some_and(above_int64))
+            .filter(|pair| is_numeric_field::<T>(query, pair))
         {
             return Err(ApiError::new(
                 ErrorCode::BadQuery,
@@ -212,6 +213,32 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
             .map(|axum::extract::Query(value)| ApiQuery(value))
             .map_err(ApiError::from)
     }
+}
+
+/// Whether the parameter of `pair` (in `query`) is a number to `T`: the query does not parse
+/// once that value is replaced by text. A name or an id made of digits is text, whatever its
+/// length; only a number field is held to int64.
+fn is_numeric_field<T: DeserializeOwned>(query: &str, pair: &str) -> bool {
+    let name = pair.split('=').next().unwrap_or_default();
+    let probe: String = query
+        .split('&')
+        .map(|p| {
+            if p == pair {
+                format!("{name}=x")
+            } else {
+                p.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    let parses = |q: &str| {
+        format!("/?{q}")
+            .parse::<axum::http::Uri>()
+            .ok()
+            .and_then(|uri| axum::extract::Query::<T>::try_from_uri(&uri).ok())
+            .is_some()
+    };
+    !parses(&probe)
 }
 
 /// Path parameters.
@@ -308,6 +335,41 @@ mod tests {
             let word = u64::from_ne_bytes([b'5', b'5', b'5', byte, b'5', b'5', b'5', b'5']);
             assert_eq!(all_digits(word), byte.is_ascii_digit(), "byte {byte:#x}");
         }
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Query {
+        name: Option<String>,
+        offset: Option<u64>,
+    }
+
+    async fn query(uri: &str) -> Result<Query, ApiError> {
+        let (mut parts, ()) = axum::http::Request::builder()
+            .uri(uri)
+            .body(())
+            .unwrap()
+            .into_parts();
+        ApiQuery::<Query>::from_request_parts(&mut parts, &())
+            .await
+            .map(|ApiQuery(q)| q)
+    }
+
+    #[tokio::test]
+    async fn only_number_fields_are_held_to_int64() {
+        let digits = "99999999999999999999999";
+        let named = query(&format!("/?name={digits}&offset=5")).await.unwrap();
+        assert_eq!(named.name.as_deref(), Some(digits));
+        assert_eq!(named.offset, Some(5));
+        let refused = query(&format!("/?name=a&offset={digits}"))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::BadQuery);
+        assert!(
+            refused.body().error.message.contains("int64"),
+            "{refused:?}"
+        );
+        let above = query(&format!("/?offset={}", u64::MAX)).await.unwrap_err();
+        assert!(above.body().error.message.contains("int64"), "{above:?}");
     }
 
     #[test]
