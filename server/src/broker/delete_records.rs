@@ -10,7 +10,7 @@
 use super::error::{DeleteRecordsError, OffsetOutOfRange};
 use super::reader::PartitionReader;
 use super::{Broker, ReaderOpenError};
-use crate::log::retention::hold_floor;
+use crate::log::retention::held_offset;
 use crate::security::{Caller, Operation};
 use crate::topics::catalog::Topic;
 
@@ -67,21 +67,25 @@ impl Broker {
         before: u64,
         reader: &PartitionReader,
     ) -> Result<(), DeleteRecordsError> {
+        let holds: Vec<_> = topic
+            .legal_holds()
+            .into_iter()
+            .filter_map(|hold| Some((hold.held_from(partition)?, hold)))
+            .collect();
+        if holds.is_empty() {
+            return Ok(());
+        }
         let map = reader.segment_map();
-        let holds = topic.legal_holds();
         let floor = holds
-            .iter()
-            .filter_map(|hold| {
-                let held = hold.held_from(partition)?;
-                hold_floor(&[held], &map).map(|offset| (offset, hold))
-            })
+            .into_iter()
+            .filter_map(|(held, hold)| Some((held_offset(held, &map)?, hold)))
             .min_by_key(|(offset, _)| *offset);
         match floor {
             Some((held_from, hold)) if before > held_from => Err(DeleteRecordsError::Held {
                 partition,
                 held_from,
-                id: hold.id.clone(),
-                reason: hold.reason.clone(),
+                id: hold.id,
+                reason: hold.reason,
             }),
             _ => Ok(()),
         }

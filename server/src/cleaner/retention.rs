@@ -14,10 +14,9 @@ use crate::topics::catalog::Catalog;
 /// The lowest offset legal holds keep in a local partition.
 fn held_floor(held: &[HeldFrom], partition: &Partition) -> Option<u64> {
     let start = partition.offsets().log_start_offset;
-    hold_floor(
-        held,
-        &SegmentMap::new(&partition.segment_spans(), start, &[]),
-    )
+    hold_floor(held, || {
+        SegmentMap::new(&partition.segment_spans(), start, &[])
+    })
 }
 
 /// What one retention pass did.

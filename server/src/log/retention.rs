@@ -3,6 +3,8 @@
 //! cleaner, local retention of tiered topics and total retention in the bucket all call
 //! [`retention_cut`], so the two tiers cannot disagree on which segment is due.
 
+use super::segments::SegmentMap;
+
 /// Retention settings; `-1` disables either bound (Kafka's convention).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetentionPolicy {
@@ -74,17 +76,28 @@ pub enum HeldFrom {
     Time(i64),
 }
 
-/// The lowest offset any of `holds` keeps in a partition whose segments are `segments`: the
-/// log start may not pass it. A time hold keeps from the first segment whose newest record is
-/// at or after its start (no earlier segment holds such a record); one that matches no segment
-/// keeps nothing yet. `None` when nothing is held.
-pub fn hold_floor(holds: &[HeldFrom], segments: &super::segments::SegmentMap) -> Option<u64> {
+/// The lowest offset one hold keeps in a partition whose segments are `segments`: the log
+/// start may not pass it. A time hold keeps from the first segment whose newest record is at
+/// or after its start (no earlier segment holds such a record); one that matches no segment
+/// keeps nothing yet.
+pub fn held_offset(hold: HeldFrom, segments: &SegmentMap) -> Option<u64> {
+    match hold {
+        HeldFrom::Offset(offset) => Some(offset),
+        HeldFrom::Time(start_ms) => segments.locate_time(start_ms).map(|s| s.base_offset),
+    }
+}
+
+/// The lowest offset any of `holds` keeps ([`held_offset`]); `None` when nothing is held.
+/// The segment map is only built when there is a hold: retention passes over every partition,
+/// and almost none carries one.
+pub fn hold_floor(holds: &[HeldFrom], segments: impl FnOnce() -> SegmentMap) -> Option<u64> {
+    if holds.is_empty() {
+        return None;
+    }
+    let segments = segments();
     holds
         .iter()
-        .filter_map(|hold| match *hold {
-            HeldFrom::Offset(offset) => Some(offset),
-            HeldFrom::Time(start_ms) => segments.locate_time(start_ms).map(|s| s.base_offset),
-        })
+        .filter_map(|hold| held_offset(*hold, &segments))
         .min()
 }
 
@@ -191,13 +204,14 @@ mod tests {
             0,
             &[],
         );
-        assert_eq!(hold_floor(&[], &map), None);
-        assert_eq!(hold_floor(&[HeldFrom::Offset(15)], &map), Some(15));
-        assert_eq!(hold_floor(&[HeldFrom::Time(100)], &map), Some(0));
+        let map = || map.clone();
+        assert_eq!(hold_floor(&[], map), None);
+        assert_eq!(hold_floor(&[HeldFrom::Offset(15)], map), Some(15));
+        assert_eq!(hold_floor(&[HeldFrom::Time(100)], map), Some(0));
         // The middle segment has no timestamp: it holds no record a time hold keeps.
-        assert_eq!(hold_floor(&[HeldFrom::Time(101)], &map), Some(20));
-        assert_eq!(hold_floor(&[HeldFrom::Time(301)], &map), None);
+        assert_eq!(hold_floor(&[HeldFrom::Time(101)], map), Some(20));
+        assert_eq!(hold_floor(&[HeldFrom::Time(301)], map), None);
         let both = [HeldFrom::Time(200), HeldFrom::Offset(12)];
-        assert_eq!(hold_floor(&both, &map), Some(12));
+        assert_eq!(hold_floor(&both, map), Some(12));
     }
 }

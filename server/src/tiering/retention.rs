@@ -59,7 +59,7 @@ impl Tiering {
         // A remote segment ends where the next one begins (compaction may leave a gap), the
         // last one after its last offset.
         // A legal hold keeps its range of the whole log: no segment it reaches may go.
-        let floor = hold_floor(held, &whole_log_map(&remote_only, partition)).unwrap_or(u64::MAX);
+        let floor = hold_floor(held, || whole_log_map(&remote_only, partition)).unwrap_or(u64::MAX);
         let candidates = remote_only
             .iter()
             .enumerate()

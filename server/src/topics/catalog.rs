@@ -489,18 +489,12 @@ impl Catalog {
         reason: &str,
         created_by: Option<String>,
     ) -> Result<LegalHold, CatalogError> {
-        let _guard = self.changes.lock().await;
-        let topic = self.get_public(name)?;
-        let mut holds = topic.holds.read().clone();
-        let hold = holds.place(range, reason, self.clock.now_ms(), created_by)?;
-        let file = self.topic_file_with(
-            &topic,
-            topic.partition_count(),
-            &topic.config(),
-            holds.clone(),
-        );
-        self.write_topic_file(&topic.dir, &file).await?;
-        *topic.holds.write() = holds;
+        let now = self.clock.now_ms();
+        let hold = self
+            .change_holds(name, |holds| {
+                Ok(holds.place(range, reason, now, created_by)?)
+            })
+            .await?;
         tracing::info!(topic = name, hold = hold.id, reason, "placed a legal hold");
         Ok(hold)
     }
@@ -510,25 +504,34 @@ impl Catalog {
     /// # Errors
     /// Unknown topic or hold, I/O errors.
     pub async fn release_hold(&self, name: &str, id: &str) -> Result<LegalHold, CatalogError> {
+        let released = self
+            .change_holds(name, |holds| {
+                holds.release(id).ok_or_else(|| CatalogError::HoldNotFound {
+                    topic: name.to_string(),
+                    id: id.to_string(),
+                })
+            })
+            .await?;
+        tracing::info!(topic = name, hold = id, "released a legal hold");
+        Ok(released)
+    }
+
+    /// Applies `change` to a copy of the topic's holds, writes `topic.json` with the result and
+    /// only then puts it in force, so a failed write changes nothing.
+    async fn change_holds<T>(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut Holds) -> Result<T, CatalogError>,
+    ) -> Result<T, CatalogError> {
         let _guard = self.changes.lock().await;
         let topic = self.get_public(name)?;
         let mut holds = topic.holds.read().clone();
-        let released = holds
-            .release(id)
-            .ok_or_else(|| CatalogError::HoldNotFound {
-                topic: name.to_string(),
-                id: id.to_string(),
-            })?;
-        let file = self.topic_file_with(
-            &topic,
-            topic.partition_count(),
-            &topic.config(),
-            holds.clone(),
-        );
+        let changed = change(&mut holds)?;
+        let (partitions, config) = (topic.partition_count(), topic.config());
+        let file = self.topic_file_with(&topic, partitions, &config, holds.clone());
         self.write_topic_file(&topic.dir, &file).await?;
         *topic.holds.write() = holds;
-        tracing::info!(topic = name, hold = id, "released a legal hold");
-        Ok(released)
+        Ok(changed)
     }
 
     /// Deletes a topic: it disappears at once and for good; readers holding one of its partitions
