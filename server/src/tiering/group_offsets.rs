@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use strata_tiering::layout;
 use strata_tiering::tlog::note::note_text;
 
+use super::restore::RestoreError;
 use super::{Tiering, TieringError};
 use crate::groups::offsets::{Commit, OffsetStore};
 use crate::topics::catalog::Catalog;
@@ -87,18 +88,18 @@ impl Tiering {
         // Pretty JSON has no blank line, so it is a valid signed-note text once it ends with a
         // newline; the signature makes the snapshot verifiable like the checkpoints.
         let text = serde_json::to_string_pretty(&snapshot).unwrap_or_default() + "\n";
-        let body = self.signer.sign_note(&text).into_bytes();
         let mut published = self.published_group_offsets.lock().await;
-        if published.as_deref() == Some(body.as_slice()) {
+        if published.as_deref() == Some(text.as_str()) {
             return Ok(());
         }
+        let note = self.signer.sign_note(&text);
         self.objects
             .put(
                 &layout::group_offsets_file(),
-                PutPayload::from(Bytes::from(body.clone())),
+                PutPayload::from(Bytes::from(note)),
             )
             .await?;
-        *published = Some(body);
+        *published = Some(text);
         Ok(())
     }
 
@@ -107,22 +108,24 @@ impl Tiering {
     /// Returns how many were restored.
     ///
     /// # Errors
-    /// Store failures, an unreadable snapshot, or a failed commit.
+    /// Store failures, an unreadable snapshot (`Invalid`), or a failed commit (`Catalog`).
     pub async fn restore_group_offsets(
         &self,
         offsets: &OffsetStore,
         restored: &[String],
-    ) -> Result<usize, TieringError> {
+    ) -> Result<usize, RestoreError> {
         if restored.is_empty() {
             return Ok(0);
         }
         let key = layout::group_offsets_file();
-        let Some(body) = strata_tiering::store::get_if_exists(self.objects.as_ref(), &key).await?
+        let Some(body) = strata_tiering::store::get_if_exists(self.objects.as_ref(), &key)
+            .await
+            .map_err(TieringError::from)?
         else {
             return Ok(0);
         };
-        let invalid = |reason: String| TieringError::Local {
-            path: key.to_string(),
+        let invalid = |reason: String| RestoreError::Invalid {
+            key: key.to_string(),
             reason,
         };
         let note = String::from_utf8_lossy(&body);
@@ -152,7 +155,7 @@ impl Tiering {
             offsets
                 .restore_commits(&group, &commits)
                 .await
-                .map_err(|e| invalid(e.to_string()))?;
+                .map_err(|e| RestoreError::Catalog(e.to_string()))?;
             count += commits.len();
         }
         Ok(count)

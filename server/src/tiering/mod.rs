@@ -200,8 +200,9 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
-    /// The last `groups/offsets.note` this process wrote (see `group_offsets.rs`).
-    published_group_offsets: tokio::sync::Mutex<Option<Vec<u8>>>,
+    /// The text of the last `groups/offsets.note` this process wrote (see `group_offsets.rs`);
+    /// a sweep signs and writes only when it changed.
+    published_group_offsets: tokio::sync::Mutex<Option<String>>,
     /// Signs the transparency logs' checkpoints.
     signer: strata_tiering::tlog::note::NoteSigner,
     /// Counters for `/metrics`.

@@ -106,7 +106,7 @@ pub enum RestoreError {
         /// Why.
         reason: String,
     },
-    /// The topic could not be created locally.
+    /// The topic, or its group commits, could not be created locally.
     #[error("restore: {0}")]
     Catalog(String),
 }
