@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, ok_json};
+use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, hour_ago_ms, ok_json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -123,18 +123,12 @@ async fn keyless_records_are_refused_on_a_compacted_topic() {
 }
 
 #[tokio::test]
-// Records stamped relative to the real clock the server uses.
-#[allow(clippy::disallowed_methods)]
 async fn time_retention_moves_the_earliest_offset_and_it_survives_a_restart() {
     let mut server = cleaning_server();
     let api = Api::new(&server);
     let configs = json!({"retention_ms": 60_000, "segment_ms": 200});
     api.create_topic_with("events", 1, configs).await;
-    let hour_ago = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000;
+    let hour_ago = hour_ago_ms();
     let old: Vec<Value> = (0..3)
         .map(|i| json!({"value": format!("old-{i}"), "timestamp": hour_ago}))
         .collect();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, ok_json};
+use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, hour_ago_ms, ok_json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -16,19 +16,9 @@ fn cleaning_server() -> Server {
     ]))
 }
 
-// Records stamped an hour before the real clock the server uses, so retention takes them.
-#[allow(clippy::disallowed_methods)]
-fn hour_ago() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000
-}
-
 async fn produce_old(api: &Api, partition: u32, count: usize) {
     let records: Vec<Value> = (0..count)
-        .map(|i| json!({"value": format!("old-{i}"), "timestamp": hour_ago(), "partition": partition}))
+        .map(|i| json!({"value": format!("old-{i}"), "timestamp": hour_ago_ms(), "partition": partition}))
         .collect();
     api.produce("held", &json!({ "records": records })).await;
 }

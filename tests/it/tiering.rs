@@ -9,7 +9,7 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually};
+use strata_tests::{Api, Server, ServerOptions, eventually, hour_ago_ms};
 use strata_tiering::layout;
 use strata_tiering::manifest::load_latest;
 use strata_tiering::store::{StoreSettings, TierStore, list_sorted};
@@ -362,9 +362,21 @@ async fn kill_9_during_uploads_leaves_partition_manifest_and_bucket_in_agreement
 /// A tiered topic on the Object Lock bucket (with `extra` configs) holding 100 records stamped an
 /// hour ago, once total retention (`retention_ms` one minute) has dropped them. Returns the store,
 /// the running server and that hour-old time.
-// Real time: record stamps for the server's clock, lock dates, and kills timed into uploads.
-#[allow(clippy::disallowed_methods)]
 async fn expired_topic_on_the_lock_bucket(topic: &str, extra: Value) -> (TestStore, Server, i64) {
+    let (store, server) = topic_on_the_lock_bucket(topic, extra).await;
+    let api = Api::new(&server);
+    let hour_ago = produce_hour_old(&api, topic).await;
+    eventually(
+        WAIT,
+        "total retention moved the earliest offset",
+        || async { api.offsets(topic, 0).await["earliest"].as_u64().unwrap() > 0 },
+    )
+    .await;
+    (store, server, hour_ago)
+}
+
+/// A tiered topic on the Object Lock bucket with one-minute retention and `extra` configs.
+async fn topic_on_the_lock_bucket(topic: &str, extra: Value) -> (TestStore, Server) {
     let store = TestStore::s3(&s3_test_server().lock_bucket, topic);
     let server = Server::start(store.options(None));
     let api = Api::new(&server);
@@ -378,24 +390,19 @@ async fn expired_topic_on_the_lock_bucket(topic: &str, extra: Value) -> (TestSto
         configs.extend(extra.clone());
     }
     api.create_topic_with(topic, 1, configs).await;
-    let hour_ago = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000;
+    (store, server)
+}
+
+/// Produces 100 records stamped an hour ago (20 requests of 5) and returns that time.
+async fn produce_hour_old(api: &Api, topic: &str) -> i64 {
+    let hour_ago = hour_ago_ms();
     for i in 0..20 {
         let records: Vec<Value> = (0..5)
             .map(|j| json!({"value": format!("{topic}-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
             .collect();
         api.produce(topic, &json!({ "records": records })).await;
     }
-    eventually(
-        WAIT,
-        "total retention moved the earliest offset",
-        || async { api.offsets(topic, 0).await["earliest"].as_u64().unwrap() > 0 },
-    )
-    .await;
-    (store, server, hour_ago)
+    hour_ago
 }
 
 /// The Object Lock client of an S3 test store.
@@ -509,19 +516,9 @@ async fn lag_in_time_of_a_commit_that_only_the_bucket_holds_is_read_from_the_buc
 }
 
 #[tokio::test]
-// Real time: record stamps for the server's clock.
-#[allow(clippy::disallowed_methods)]
 async fn a_legal_hold_blocks_total_retention_and_holds_the_objects_in_the_lock_bucket() {
-    let store = TestStore::s3(&s3_test_server().lock_bucket, "held");
-    let server = Server::start(store.options(None));
+    let (store, server) = topic_on_the_lock_bucket("held", json!({})).await;
     let api = Api::new(&server);
-    let configs = json!({
-        "remote_storage_enable": true,
-        "segment_bytes": 4096,
-        "retention_ms": 60_000,
-        "remote_upload_idle_ms": 300,
-    });
-    api.create_topic_with("held", 1, configs).await;
     let placed = api
         .post(
             "/v1/topics/held/legal-holds",
@@ -529,17 +526,7 @@ async fn a_legal_hold_blocks_total_retention_and_holds_the_objects_in_the_lock_b
         )
         .await;
     assert_eq!(placed.status().as_u16(), 201);
-    let hour_ago = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000;
-    for i in 0..20 {
-        let records: Vec<Value> = (0..5)
-            .map(|j| json!({"value": format!("held-{i}-{j}-{}", "x".repeat(60)), "timestamp": hour_ago}))
-            .collect();
-        api.produce("held", &json!({ "records": records })).await;
-    }
+    produce_hour_old(&api, "held").await;
     // The first segment (offsets 0-9 and more) is uploaded and gets S3's legal hold; total
     // retention keeps every record although all are past retention_ms.
     let tier = store.open();

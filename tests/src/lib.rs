@@ -417,6 +417,16 @@ fn parse_listening_line(line: &str) -> Option<SocketAddr> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// An hour before now (ms since the epoch): record timestamps that time retention takes at once.
+// Record stamps relative to the real clock the server under test uses.
+#[allow(clippy::disallowed_methods)]
+pub fn hour_ago_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX) - 3_600_000
+}
+
 /// Polls `check` every 20 ms until it returns true; panics with `what` after `timeout`.
 // A bounded wait for a real process or condition: the one place tests wait.
 #[allow(clippy::disallowed_methods)]
