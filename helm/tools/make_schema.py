@@ -63,6 +63,7 @@ CONFIG = strict({
     "tiering_orphan_grace_ms": INT,
     # Mount the key from a Secret with extraVolumes and point this at it.
     "archive_signing_key_file": STR,
+    "audit_upload_idle_ms": POS,
     # mtls is left out on purpose: kubelet probes cannot present a client certificate. Use
     # api_key with tls.clientCa, where a certificate authenticates like a key.
     "auth_mode": {"enum": ["none", "api_key"]},

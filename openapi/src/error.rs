@@ -21,6 +21,7 @@ use utoipa::ToSchema;
 /// Branch on this, not on `message`. The HTTP status follows from the code; `retryable` in the
 /// body says whether repeating the same request can succeed. Codes (status in parentheses):
 ///
+/// - `audit_unavailable` (503, retryable): the read could not be recorded in the read audit, so no records were sent.
 /// - `bad_header` (400): a request header could not be parsed.
 /// - `bad_json` (400): the body is not valid JSON or does not match the request schema.
 /// - `bad_path` (400): a path segment could not be parsed, such as a non-numeric partition.
@@ -74,6 +75,10 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
+    /// The topic audits reads (`audit_reads`) and the audit entry of this read could not be
+    /// written durably, so the records were not sent: an audited topic never discloses a
+    /// record its audit log does not hold. Retry later.
+    AuditUnavailable,
     /// A request header could not be parsed (for example `Last-Event-ID` is not an offset).
     BadHeader,
     /// The body is not valid JSON, has a value of the wrong type, or has an unknown field.
@@ -193,6 +198,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// Every code, sorted by wire name. Useful for documentation and exhaustive tests.
     pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::AuditUnavailable,
         ErrorCode::BadHeader,
         ErrorCode::BadJson,
         ErrorCode::BadPath,
@@ -284,7 +290,8 @@ impl ErrorCode {
             | ErrorCode::KeyRequired
             | ErrorCode::UnsupportedRecordBatch => 422,
             ErrorCode::Corrupt | ErrorCode::Internal => 500,
-            ErrorCode::Busy
+            ErrorCode::AuditUnavailable
+            | ErrorCode::Busy
             | ErrorCode::DiskFull
             | ErrorCode::StorageUnavailable
             | ErrorCode::TooManyOpenFiles
@@ -297,7 +304,8 @@ impl ErrorCode {
     /// anything. Only transient server-side conditions are retryable.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ErrorCode::Busy
+            ErrorCode::AuditUnavailable
+            | ErrorCode::Busy
             | ErrorCode::DiskFull
             | ErrorCode::QuotaExceeded
             | ErrorCode::RequestTimeout
@@ -350,6 +358,7 @@ impl ErrorCode {
     /// The snake_case wire name, identical to the serde serialization.
     pub fn as_str(&self) -> &'static str {
         match self {
+            ErrorCode::AuditUnavailable => "audit_unavailable",
             ErrorCode::BadHeader => "bad_header",
             ErrorCode::BadJson => "bad_json",
             ErrorCode::BadPath => "bad_path",

@@ -61,6 +61,9 @@ pub struct Config {
     /// Checkpoint signing key of the bucket's transparency logs (`PRIVATE+KEY+...`); empty:
     /// `<data_dir>/archive/signing.key`, created on first start.
     pub archive_signing_key_file: String,
+    /// Longest time an entry of the read audit (`__audit_reads`) waits locally before its
+    /// segment rolls and is uploaded to the bucket, in ms.
+    pub audit_upload_idle_ms: u64,
     /// `none` (anyone who reaches the port may do everything) or `api_key` (every request but
     /// health checks and the API description needs `Authorization: Bearer <token>`).
     pub auth_mode: AuthMode,
@@ -191,6 +194,7 @@ impl Default for Config {
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
             archive_signing_key_file: String::new(),
+            audit_upload_idle_ms: 60_000,
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
             access_log_sample_rate: 1.0,
@@ -264,6 +268,9 @@ pub struct ConfigArgs {
     /// Checkpoint signing key file of the bucket's transparency logs.
     #[arg(long, env = "STRATA_ARCHIVE_SIGNING_KEY_FILE")]
     pub archive_signing_key_file: Option<String>,
+    /// Longest wait in ms before read-audit entries are uploaded.
+    #[arg(long, env = "STRATA_AUDIT_UPLOAD_IDLE_MS")]
+    pub audit_upload_idle_ms: Option<u64>,
     /// Authentication: none or api_key.
     #[arg(long, env = "STRATA_AUTH_MODE")]
     pub auth_mode: Option<AuthMode>,
@@ -390,6 +397,7 @@ impl Config {
             tiering_chunk_cache_bytes,
             tiering_orphan_grace_ms,
             archive_signing_key_file,
+            audit_upload_idle_ms,
             auth_mode,
             auth_keys_file,
             auth_acls_file,
@@ -508,6 +516,10 @@ impl Config {
                 "fetch_max_bytes must be at most {}",
                 limits::FETCH_MAX_BYTES_LIMIT
             ),
+        );
+        check(
+            (1..=i64::MAX as u64).contains(&self.audit_upload_idle_ms),
+            "audit_upload_idle_ms must be at least 1".into(),
         );
         check(
             self.sse_ping_interval_ms >= 10,

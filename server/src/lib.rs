@@ -4,6 +4,7 @@
 //! and benchmarks use exactly the code the binary runs.
 
 pub mod archive;
+pub mod audit;
 pub mod broker;
 pub mod build_info;
 pub mod check;

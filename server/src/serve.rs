@@ -25,6 +25,10 @@ use crate::security::tls::{PrincipalFrom, TlsSource, principal_of};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientIdentity(pub String);
 
+/// The client's socket address, on every request (the read audit records it).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub std::net::SocketAddr);
+
 /// How connections are accepted.
 #[derive(Debug, Clone)]
 pub struct ConnectionSettings {
@@ -64,8 +68,8 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|stop| *stop) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "accept failed; retrying shortly");
                 // Out of file descriptors: give open connections a moment to close.
@@ -80,6 +84,7 @@ pub async fn serve(
             continue;
         };
         let connection = Connection {
+            peer: ClientAddress(peer),
             app: app.clone(),
             builder: builder.clone(),
             tls: settings.tls.clone(),
@@ -94,6 +99,7 @@ pub async fn serve(
 }
 
 struct Connection {
+    peer: ClientAddress,
     app: Router,
     builder: Builder<TokioExecutor>,
     tls: Option<Arc<TlsSource>>,
@@ -108,7 +114,7 @@ impl Connection {
         watcher: hyper_util::server::graceful::Watcher,
     ) {
         let Some(tls) = &self.tls else {
-            let service = service(self.app.clone(), None);
+            let service = service(self.app.clone(), self.peer, None);
             let connection = self
                 .builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -131,7 +137,7 @@ impl Connection {
             .and_then(|certs| certs.first())
             .and_then(|cert| principal_of(cert.as_ref(), self.principal_from))
             .map(ClientIdentity);
-        let service = service(self.app.clone(), identity);
+        let service = service(self.app.clone(), self.peer, identity);
         let connection = self
             .builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -141,6 +147,7 @@ impl Connection {
 
 fn service(
     app: Router,
+    peer: ClientAddress,
     identity: Option<ClientIdentity>,
 ) -> hyper_util::service::TowerToHyperService<
     impl tower::Service<
@@ -152,6 +159,7 @@ fn service(
 > {
     let service = tower::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(peer);
         if let Some(identity) = &identity {
             request.extensions_mut().insert(identity.clone());
         }

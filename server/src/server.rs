@@ -16,6 +16,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::audit::log::AuditLog;
 use crate::broker::background::BackgroundTasks;
 use crate::broker::{Broker, BrokerParts};
 use crate::clock::{Clock, SystemClock};
@@ -148,6 +149,11 @@ pub async fn build_state(
             "restored consumer-group offsets from tiered storage"
         );
     }
+    let audit = Arc::new(
+        AuditLog::open(Arc::clone(&catalog), config.audit_upload_idle_ms)
+            .await
+            .map_err(|error| StartError::Tiering(error.to_string()))?,
+    );
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
     let (keys, authorizer) = open_security(&config)?;
     let config = Arc::new(config);
@@ -157,6 +163,7 @@ pub async fn build_state(
         producers,
         coordinator,
         offsets,
+        audit,
         config: Arc::clone(&config),
         clock,
         shutdown: shutdown.clone(),

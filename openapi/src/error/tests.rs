@@ -7,6 +7,7 @@ use super::*;
 
 /// The contract table from the API issue: code, wire name, status, retryable.
 const TABLE: &[(ErrorCode, &str, u16, bool)] = &[
+    (ErrorCode::AuditUnavailable, "audit_unavailable", 503, true),
     (ErrorCode::BadHeader, "bad_header", 400, false),
     (ErrorCode::BadJson, "bad_json", 400, false),
     (ErrorCode::BadPath, "bad_path", 400, false),

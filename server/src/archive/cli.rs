@@ -61,6 +61,10 @@ pub struct VerifyArgs {
     /// report verification speed as a share of that raw GET speed (same run, same objects).
     #[arg(long)]
     baseline: bool,
+    /// Also list the read audit (`__audit_reads`): who read which records of the topics with
+    /// `audit_reads`, and which reads were denied (JSON: `reads`).
+    #[arg(long)]
+    reads: bool,
 }
 
 /// `strata archive read`.
@@ -162,15 +166,34 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
             (speed["verify_mib_per_second"].as_f64().unwrap_or(0.0) / raw.max(1e-9)).into();
     }
     let speed_line = format!("speed: {speed}\n");
+    let reads = match args.reads {
+        true => Some(runtime.block_on(super::reads::list(store.as_ref()))),
+        false => None,
+    };
+    let (reads, reads_failed) = match reads {
+        None => (None, false),
+        Some(Ok(reads)) => (Some(reads), false),
+        Some(Err(error)) => {
+            eprintln!("reads: FAILED: {error:#}");
+            (None, true)
+        }
+    };
+    let reads_text = reads
+        .as_deref()
+        .map(super::reads::summary)
+        .unwrap_or_default();
     if args.json {
-        eprint!("{}{speed_line}", report.summary());
+        eprint!("{}{speed_line}{reads_text}", report.summary());
         let mut json = serde_json::to_value(&report)?;
         json["speed"] = speed;
+        if let Some(reads) = &reads {
+            json["reads"] = serde_json::to_value(reads)?;
+        }
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}{speed_line}", report.summary());
+        print!("{}{speed_line}{reads_text}", report.summary());
     }
-    Ok(report.ok)
+    Ok(report.ok && !reads_failed)
 }
 
 fn mib(bytes: u64) -> f64 {

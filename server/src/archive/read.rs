@@ -12,7 +12,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::{Map, Value, json};
 use strata_tiering::manifest;
 
-use crate::log::RecordBatch;
+use crate::log::{Record, RecordBatch};
 
 /// Which records.
 #[derive(Debug, Clone)]
@@ -59,6 +59,34 @@ pub async fn read(
     range: &ReadRange,
     out: &mut dyn Write,
 ) -> anyhow::Result<u64> {
+    visit(store, range, &mut |offset, record| {
+        let mut line = Map::new();
+        line.insert("offset".into(), json!(offset));
+        line.insert("timestamp".into(), json!(record.timestamp));
+        field(&mut line, "key", record.key.as_ref());
+        field(&mut line, "value", record.value.as_ref());
+        let mut headers = Map::new();
+        for header in &record.headers {
+            field(&mut headers, &header.key, header.value.as_ref());
+        }
+        line.insert("headers".into(), Value::Object(headers));
+        writeln!(out, "{}", Value::Object(line))?;
+        Ok(())
+    })
+    .await
+}
+
+/// Calls `each` with the offset and record of every record in the range, in offset order;
+/// returns how many.
+///
+/// # Errors
+/// A partition without a manifest, unreadable objects, batches that fail their CRC, and
+/// whatever `each` returns.
+pub async fn visit(
+    store: &dyn ObjectStore,
+    range: &ReadRange,
+    each: &mut dyn FnMut(u64, &Record) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
     let manifest = manifest::load_latest(store, &range.topic, range.partition)
         .await?
         .ok_or_else(|| {
@@ -68,7 +96,7 @@ pub async fn read(
                 range.partition
             )
         })?;
-    let mut printed = 0;
+    let mut visited = 0;
     for segment in &manifest.segments {
         if segment.last_offset < range.from_offset.max(manifest.log_start_offset)
             || segment.base_offset > range.to_offset
@@ -97,20 +125,10 @@ pub async fn read(
                 {
                     continue;
                 }
-                let mut line = Map::new();
-                line.insert("offset".into(), json!(offset));
-                line.insert("timestamp".into(), json!(record.timestamp));
-                field(&mut line, "key", record.key.as_ref());
-                field(&mut line, "value", record.value.as_ref());
-                let mut headers = Map::new();
-                for header in &record.headers {
-                    field(&mut headers, &header.key, header.value.as_ref());
-                }
-                line.insert("headers".into(), Value::Object(headers));
-                writeln!(out, "{}", Value::Object(line))?;
-                printed += 1;
+                each(offset, &record)?;
+                visited += 1;
             }
         }
     }
-    Ok(printed)
+    Ok(visited)
 }

@@ -66,6 +66,9 @@ pub enum FetchError {
     /// A stored batch or record failed validation while being decoded.
     #[error("stored batch failed validation: {0}")]
     Corrupt(#[source] BatchError),
+    /// The read's audit entry could not be written, so nothing may be sent.
+    #[error(transparent)]
+    Audit(#[from] super::audit::AuditUnavailable),
 }
 
 /// Why a timestamp lookup (`GET .../offsets?timestamp=`) failed.
@@ -231,4 +234,7 @@ pub enum GroupOpError {
     /// A local timestamp lookup failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The read's audit entry could not be written, so nothing may be sent.
+    #[error(transparent)]
+    Audit(#[from] super::audit::AuditUnavailable),
 }

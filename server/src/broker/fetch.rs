@@ -7,9 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{FetchError, ListOffsetsError, OffsetOutOfRange};
+use super::audit::ReadOrigin;
+use super::error::{FetchError, ListOffsetsError, LookupError, OffsetOutOfRange};
 use super::reader::{PartitionReader, ReaderError};
 use super::{Broker, ReaderOpenError};
+use crate::audit::entry::ReadFormat;
 use crate::limits::FETCH_DEFAULT_MAX_RECORDS;
 use crate::log::batch::BatchError;
 use crate::log::{Batches, LogOffsets, ReadSlice, Record};
@@ -123,14 +125,24 @@ impl Broker {
     ///
     /// # Errors
     /// Not allowed, unknown topic or partition; an unloadable manifest.
+    ///
+    /// A refused read of a topic that audits reads is recorded as denied (`origin`, `format`).
     pub async fn open_for_fetch(
         &self,
         caller: &Caller,
+        origin: &ReadOrigin,
+        format: ReadFormat,
         topic: &str,
         partition: u32,
     ) -> Result<(Arc<Topic>, Arc<PartitionReader>), FetchError> {
-        self.open_reader(caller, Operation::Read, topic, partition)
-            .await
+        let opened = self
+            .open_reader(caller, Operation::Read, topic, partition)
+            .await;
+        if let Err(FetchError::Lookup(LookupError::Forbidden(_))) = &opened {
+            self.audit_denied(caller, origin, format, None, (topic, partition))
+                .await;
+        }
+        opened
     }
 
     async fn open_reader(

@@ -5,12 +5,15 @@
 //! mean on top of them: which topics exist, where a member starts reading, what counts as lag.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::audit::{Disclosed, ReadOrigin};
 use super::error::GroupOpError;
 use super::fetch::{ReadRequest, first_record, read_records};
 use super::reader::PartitionReader;
 use super::{Broker, local_partition};
+use crate::audit::entry::ReadFormat;
 use crate::groups::assignment::TopicPartition;
 use crate::groups::coordinator::{
     AutoOffsetReset, GroupDescription, JoinRequest, MemberView, PollGrant,
@@ -19,6 +22,7 @@ use crate::groups::offsets::{Commit, GroupOffsets};
 use crate::log::{LogOffsets, Record};
 use crate::names::GroupId;
 use crate::security::{Caller, Operation, Resource};
+use crate::topics::catalog::Topic;
 
 /// Where a reset moves a group's committed offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +80,9 @@ pub struct MemberRecords {
     /// The position after the read in every partition read.
     pub positions: BTreeMap<TopicPartition, u64>,
 }
+
+/// One partition of a member read: where it starts, and its topic (for the read audit).
+type MemberPlan = (TopicPartition, PartitionReader, u64, Arc<Topic>);
 
 /// Lag of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,17 +263,25 @@ impl Broker {
     ///
     /// # Errors
     /// Not allowed, no valid start with `auto_offset_reset = none`; read failures.
+    ///
+    /// Reads of topics that audit reads are recorded (`read`: the origin and format) before
+    /// the member's positions move; refused ones are recorded as denied.
     pub async fn read_for_member(
         &self,
         caller: &Caller,
-        group: &str,
-        member: &str,
+        (group, member): (&str, &str),
         grant: PollGrant,
         bounds: MemberReadBounds,
+        read: (&ReadOrigin, ReadFormat),
     ) -> Result<MemberRecords, GroupOpError> {
-        let mut plans = Vec::new();
+        let (origin, format) = read;
+        let mut plans: Vec<MemberPlan> = Vec::new();
         for (tp, position) in &grant.positions {
-            self.authorize(caller, Operation::Read, Resource::topic(&tp.0))?;
+            if let Err(refused) = self.authorize(caller, Operation::Read, Resource::topic(&tp.0)) {
+                self.audit_denied(caller, origin, format, Some(group), (&tp.0, tp.1))
+                    .await;
+                return Err(refused.into());
+            }
             let Some(topic) = self.catalog.get(&tp.0) else {
                 continue;
             };
@@ -280,20 +295,21 @@ impl Broker {
             };
             let start =
                 self.member_start(group, tp, &reader, *position, grant.auto_offset_reset)?;
-            plans.push((tp.clone(), reader, start));
+            plans.push((tp.clone(), reader, start, topic));
         }
         if !bounds.wait.is_zero()
             && plans
                 .iter()
-                .all(|(_, reader, start)| reader.offsets().high_watermark <= *start)
+                .all(|(_, reader, start, _)| reader.offsets().high_watermark <= *start)
         {
             self.wait_any(&plans, bounds.wait).await;
         }
         let per_partition = (bounds.max_bytes / plans.len().max(1) as u64).max(1);
         let mut records_left = bounds.max_records;
         let mut records = Vec::new();
+        let mut disclosed = Vec::new();
         let mut positions = BTreeMap::new();
-        for (tp, reader, start) in &plans {
+        for (tp, reader, start, topic) in &plans {
             let mut next = *start;
             if records_left > 0 && *start < reader.offsets().high_watermark {
                 let request = ReadRequest {
@@ -305,12 +321,15 @@ impl Broker {
                 records_left = records_left
                     .saturating_sub(u32::try_from(read.records.len()).unwrap_or(u32::MAX));
                 next = read.next_offset;
-                if !read.records.is_empty() {
+                if let Some(sent) = Disclosed::of_records(tp.1, &read.records) {
+                    disclosed.push((topic.as_ref(), sent));
                     records.push((tp.clone(), read.records));
                 }
             }
             positions.insert(tp.clone(), next);
         }
+        self.audit_served(caller, origin, format, Some(group), &disclosed)
+            .await?;
         self.coordinator.advance(group, member, &positions);
         Ok(MemberRecords { records, positions })
     }
@@ -353,11 +372,11 @@ impl Broker {
 
     /// Waits until any of the partitions has records past its start, `wait` passes, or
     /// shutdown.
-    async fn wait_any(&self, plans: &[(TopicPartition, PartitionReader, u64)], wait: Duration) {
+    async fn wait_any(&self, plans: &[MemberPlan], wait: Duration) {
         if plans.is_empty() {
             return;
         }
-        let waits = plans.iter().map(|(_, reader, start)| {
+        let waits = plans.iter().map(|(_, reader, start, _)| {
             let mut offsets = reader.subscribe();
             let start = *start;
             Box::pin(async move {

@@ -9,6 +9,7 @@
 //! error codes.
 
 pub mod admin;
+pub mod audit;
 pub mod background;
 pub mod delete_records;
 pub mod error;
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 
 use self::error::LookupError;
 use self::reader::PartitionReader;
+use crate::audit::log::AuditLog;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::groups::coordinator::Coordinator;
@@ -55,6 +57,8 @@ pub struct Broker {
     coordinator: Arc<Coordinator>,
     /// Committed offsets of consumer groups.
     offsets: Arc<OffsetStore>,
+    /// Where reads of topics with `audit_reads` are recorded.
+    audit: Arc<AuditLog>,
     /// Server settings (fetch bounds).
     config: Arc<Config>,
     /// Time source: produce timestamps, commit times, lag ages.
@@ -89,6 +93,8 @@ pub struct BrokerParts {
     pub coordinator: Arc<Coordinator>,
     /// Committed offsets.
     pub offsets: Arc<OffsetStore>,
+    /// The read audit.
+    pub audit: Arc<AuditLog>,
     /// Server settings.
     pub config: Arc<Config>,
     /// Time source.
@@ -119,6 +125,7 @@ impl Broker {
             producers: parts.producers,
             coordinator: parts.coordinator,
             offsets: parts.offsets,
+            audit: parts.audit,
             config: parts.config,
             clock: parts.clock,
             shutdown: parts.shutdown,

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{ErrorBody, ErrorCode};
 
+use crate::broker::audit::AuditUnavailable;
 use crate::broker::error::{
     DeleteRecordsError, FetchError, GroupOpError, ListOffsetsError, LookupError, OffsetOutOfRange,
     ProduceError, TopicError,
@@ -66,6 +67,10 @@ impl ApiError {
             ErrorCode::DiskFull => "the data disk is full; nothing was stored; retry later",
             ErrorCode::TooManyOpenFiles => {
                 "the server reached its open-file limit; nothing was stored; retry later"
+            }
+            ErrorCode::AuditUnavailable => {
+                "the topic audits reads and this read could not be recorded, so no records were \
+                 sent; retry later"
             }
             _ => "internal error",
         };
@@ -273,6 +278,7 @@ impl From<FetchError> for ApiError {
             FetchError::OutOfRange(range) => range.into(),
             FetchError::Read(read) => read.into(),
             FetchError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
+            FetchError::Audit(audit) => audit.into(),
         }
     }
 }
@@ -357,7 +363,15 @@ impl From<GroupOpError> for ApiError {
             GroupOpError::OutOfRange(range) => range.into(),
             GroupOpError::Fetch(fetch) => fetch.into(),
             GroupOpError::Read(read) => read.into(),
+            GroupOpError::Audit(audit) => audit.into(),
         }
+    }
+}
+
+impl From<AuditUnavailable> for ApiError {
+    fn from(error: AuditUnavailable) -> Self {
+        // The detail (a disk or catalog error) is logged, not shown to the reader.
+        ApiError::internal(ErrorCode::AuditUnavailable, &error)
     }
 }
 

@@ -14,6 +14,8 @@
 //! A fetch at the high watermark long-polls for up to `max_wait_ms` (bounded by the server's
 //! `fetch_max_wait_ms`) and answers as soon as data arrives.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -28,9 +30,14 @@ use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
 use super::paths;
 use super::produce::RECORD_BATCHES;
+use crate::audit::entry::ReadFormat;
+use crate::broker::Broker;
+use crate::broker::audit::{Disclosed, ReadOrigin};
 use crate::broker::fetch::{FetchStart, ReadRequest, RecordsRead, read_records};
 use crate::broker::reader::PartitionReader;
+use crate::log::ReadSlice;
 use crate::security::Caller;
+use crate::topics::catalog::Topic;
 
 const NDJSON: &str = "application/x-ndjson";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -95,10 +102,13 @@ pub async fn fetch(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<FetchQuery>,
     Accepted(format): Accepted<Format>,
+    origin: ReadOrigin,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let broker = &state.broker;
-    let (topic, reader) = broker.open_for_fetch(&caller, &topic, partition).await?;
+    let (topic, reader) = broker
+        .open_for_fetch(&caller, &origin, format.audited_as(), &topic, partition)
+        .await?;
     let start = FetchStart::new(query.offset, query.timestamp)?;
     let resume = headers
         .get("last-event-id")
@@ -129,46 +139,96 @@ pub async fn fetch(
     if format == Format::Sse {
         // The first read happens before the answer, so a stream that cannot start gets the
         // error's status: a browser's EventSource then stops instead of reconnecting.
+        let audit = ReadAudit {
+            caller,
+            origin,
+            topic,
+        };
         let first = if offset < reader.offsets().high_watermark {
-            Some(read_page(&reader, &request).await?)
+            let page = read_page(&reader, &request).await?;
+            audit.sent(broker, Format::Sse, page.disclosed).await?;
+            Some(page)
         } else {
             None
         };
-        let stream = super::sse::partition_stream(state, topic, reader, request, first, slot);
+        let stream = super::sse::partition_stream(state, audit, reader, request, first, slot);
         return Ok(stream.into_response());
     }
     broker.wait_for_data(&reader, offset, bounds.wait).await;
     drop(slot);
+    let audit = ReadAudit {
+        caller,
+        origin,
+        topic,
+    };
     let stats = &state.http_stats;
     match format {
         Format::Ndjson => {
             let page = read_page(&reader, &request).await?;
+            audit.sent(broker, format, page.disclosed).await?;
             page.count(stats, "ndjson");
             Ok(ndjson(page))
         }
-        Format::Batches => batches(&reader, offset, bounds.max_bytes, stats).await,
-        Format::Json | Format::Sse => json(&reader, &request, stats).await,
+        Format::Batches => {
+            let slice = reader.read(offset, bounds.max_bytes).await?;
+            let sent = Disclosed::of_batches(partition, &slice.data, slice.first_offset);
+            audit.sent(broker, format, sent).await?;
+            Ok(batches(slice, stats))
+        }
+        Format::Json | Format::Sse => {
+            let read = read_records(&reader, &request.read_request()).await?;
+            let sent = Disclosed::of_records(partition, &read.records);
+            audit.sent(broker, format, sent).await?;
+            Ok(json(&read, &request, stats))
+        }
+    }
+}
+
+/// Who reads which topic, for the read audit of what a fetch sends.
+pub(crate) struct ReadAudit {
+    pub(crate) caller: Caller,
+    pub(crate) origin: ReadOrigin,
+    pub(crate) topic: Arc<Topic>,
+}
+
+impl ReadAudit {
+    /// Records what an answer in `format` is about to send (when the topic audits reads);
+    /// the answer may only be sent when this succeeds.
+    pub(crate) async fn sent(
+        &self,
+        broker: &Broker,
+        format: Format,
+        sent: Option<Disclosed>,
+    ) -> Result<(), ApiError> {
+        if let Some(sent) = sent {
+            let reads = [(self.topic.as_ref(), sent)];
+            broker
+                .audit_served(
+                    &self.caller,
+                    &self.origin,
+                    format.audited_as(),
+                    None,
+                    &reads,
+                )
+                .await?;
+        }
+        Ok(())
     }
 }
 
 /// A JSON answer, written straight from the stored records (see `fetch_json`).
-async fn json(
-    reader: &PartitionReader,
-    request: &FetchRequest,
-    stats: &super::observe::HttpStats,
-) -> Result<Response, ApiError> {
-    let read = read_records(reader, &request.read_request()).await?;
+fn json(read: &RecordsRead, request: &FetchRequest, stats: &super::observe::HttpStats) -> Response {
     stats.fetched(
         "json",
         read.records.len() as u64,
         payload_bytes(&read.records),
     );
-    let body = super::fetch_json::fetch_response_json(request.partition, &read, request.format);
+    let body = super::fetch_json::fetch_response_json(request.partition, read, request.format);
     let mut response = Response::new(Body::from(body));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(response)
+    response
 }
 
 /// One read of a fetch in the API's shape.
@@ -200,6 +260,18 @@ fn payload_bytes(records: &[crate::log::Record]) -> u64 {
         .sum()
 }
 
+impl Format {
+    /// The format's name in the read audit.
+    pub(crate) fn audited_as(self) -> ReadFormat {
+        match self {
+            Format::Json => ReadFormat::Json,
+            Format::Ndjson => ReadFormat::Ndjson,
+            Format::Sse => ReadFormat::Sse,
+            Format::Batches => ReadFormat::RecordBatches,
+        }
+    }
+}
+
 impl Offers for Format {
     const OFFERS: &'static [(&'static str, Format)] = &[
         ("application/json", Format::Json),
@@ -220,6 +292,8 @@ pub(crate) struct Page {
     pub(crate) stopped_by: Option<ApiError>,
     /// Key and value bytes of the records, for the fetch byte counters.
     pub(crate) payload_bytes: u64,
+    /// What the page sends, for the read audit.
+    pub(crate) disclosed: Option<Disclosed>,
 }
 
 impl Page {
@@ -252,6 +326,7 @@ pub(crate) fn page(partition: u32, read: RecordsRead, format: ValueFormat) -> Pa
     let payload_bytes = payload_bytes(&read.records);
     Page {
         payload_bytes,
+        disclosed: Disclosed::of_records(partition, &read.records),
         response: FetchResponse {
             records,
             next_offset: read.next_offset,
@@ -262,13 +337,7 @@ pub(crate) fn page(partition: u32, read: RecordsRead, format: ValueFormat) -> Pa
     }
 }
 
-async fn batches(
-    reader: &PartitionReader,
-    offset: u64,
-    max_bytes: u64,
-    stats: &super::observe::HttpStats,
-) -> Result<Response, ApiError> {
-    let slice = reader.read(offset, max_bytes).await?;
+fn batches(slice: ReadSlice, stats: &super::observe::HttpStats) -> Response {
     let records = slice.next_offset.saturating_sub(slice.first_offset);
     stats.fetched("record_batches", records, slice.data.len() as u64);
     let mut response = Response::new(Body::from(slice.data));
@@ -282,7 +351,7 @@ async fn batches(
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
-    Ok(response)
+    response
 }
 
 /// The records as NDJSON lines. The body is computed before the answer, so a read that fails

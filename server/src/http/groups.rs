@@ -24,6 +24,8 @@ use super::codec::to_fetched_record;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::paths;
+use crate::audit::entry::ReadFormat;
+use crate::broker::audit::ReadOrigin;
 use crate::broker::groups::{
     CommitRequest, LagBasis as Basis, MemberReadBounds, MemberRecords, ResetRequest, ResetTo,
 };
@@ -173,6 +175,7 @@ pub async fn member_fetch(
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<MemberFetchQuery>,
     Accepted(format): Accepted<MemberFormat>,
+    origin: ReadOrigin,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let sse = format == MemberFormat::Sse;
@@ -199,7 +202,8 @@ pub async fn member_fetch(
             state.broker.advance_member(&group, &member, &positions);
         }
         let slot = state.broker.open_stream(&caller)?;
-        return Ok(member_stream(state, caller, group, member, query, slot).into_response());
+        let stream = member_stream(state, caller, origin, (group, member), query, slot);
+        return Ok(stream.into_response());
     }
     let mut bounds = member_bounds(&state, &query, None);
     bounds.max_bytes = state.broker.admit_fetch(&caller, bounds.max_bytes)?;
@@ -207,7 +211,13 @@ pub async fn member_fetch(
     let slot = state.broker.open_stream(&caller)?;
     let read = state
         .broker
-        .read_for_member(&caller, &group, &member, grant, bounds)
+        .read_for_member(
+            &caller,
+            (&group, &member),
+            grant,
+            bounds,
+            (&origin, ReadFormat::GroupJson),
+        )
         .await?;
     drop(slot);
     let response = member_response(read, &query);
@@ -332,8 +342,8 @@ fn decode_positions(id: &str) -> Option<BTreeMap<TopicPartition, u64>> {
 fn member_stream(
     state: AppState,
     caller: Caller,
-    group: String,
-    member: String,
+    origin: ReadOrigin,
+    (group, member): (String, String),
     query: MemberFetchQuery,
     slot: crate::security::streams::StreamSlot,
 ) -> impl IntoResponse {
@@ -370,7 +380,14 @@ fn member_stream(
                     continue;
                 }
             }
-            match state.broker.read_for_member(&caller, &group, &member, grant, bounds).await {
+            let read = state.broker.read_for_member(
+                &caller,
+                (&group, &member),
+                grant,
+                bounds,
+                (&origin, ReadFormat::GroupSse),
+            );
+            match read.await {
                 Ok(read) if read.records.is_empty() => continue,
                 Ok(read) => {
                     let response = member_response(read, &query);

@@ -26,6 +26,7 @@ pub mod paths;
 pub mod produce;
 mod produce_body;
 pub mod producers;
+mod read_origin;
 pub mod sse;
 pub mod topics;
 

@@ -117,6 +117,10 @@ impl HttpStats {
 #[derive(Debug, Clone, Default)]
 pub struct PrincipalSlot(pub Arc<OnceLock<String>>);
 
+/// The request's id, for handlers that record it (the read audit).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// The middleware: id, span, metrics, access log.
 pub async fn observe(
     State(stats): State<Arc<HttpStats>>,
@@ -134,6 +138,7 @@ pub async fn observe(
     let path = logged.then(|| request.uri().path().to_string());
     let principal = PrincipalSlot::default();
     request.extensions_mut().insert(principal.clone());
+    request.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id);
     if stats.counting {
         stats.in_flight.inc();

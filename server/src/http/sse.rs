@@ -17,11 +17,10 @@ use strata_openapi::{ErrorBody, StreamEnd, StreamEndReason, StreamPing};
 
 use super::AppState;
 use super::error::ApiError;
-use super::fetch::{FetchRequest, Page, read_page};
+use super::fetch::{FetchRequest, Format, Page, ReadAudit, read_page};
 use crate::broker::reader::PartitionReader;
 use crate::limits::{SSE_RETRY_MS, TOPIC_DELETION_CHECK_MS};
 use crate::log::LogOffsets;
-use crate::topics::catalog::Topic;
 
 /// Event name of a batch of records.
 pub const RECORDS: &str = "records";
@@ -94,7 +93,7 @@ enum Wake {
 }
 
 /// Whether `topic` is still the catalog's topic of that name (not deleted, not re-created).
-fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
+fn still_exists(state: &AppState, topic: &Arc<crate::topics::catalog::Topic>) -> bool {
     state.broker.is_current(topic)
 }
 
@@ -102,9 +101,12 @@ fn still_exists(state: &AppState, topic: &Arc<Topic>) -> bool {
 /// deleted, a read fails or the server shuts down. `first` is the read the handler already did.
 // A periodic check, a timer rather than a clock reading.
 #[allow(clippy::disallowed_methods)]
+///
+/// Every page after `first` (which the handler recorded) is recorded in the read audit
+/// before its event is sent; a failed record ends the stream with a `server_error` event.
 pub(crate) fn partition_stream(
     state: AppState,
-    topic: Arc<Topic>,
+    audit: ReadAudit,
     log: Arc<PartitionReader>,
     request: FetchRequest,
     first: Option<Page>,
@@ -147,9 +149,9 @@ pub(crate) fn partition_stream(
                         }
                         Wake::Data | Wake::Check => {}
                     }
-                    if !still_exists(&state, &topic) {
+                    if !still_exists(&state, &audit.topic) {
                         if let Some(event) = end_event(StreamEndReason::TopicDeleted,
-                            &format!("topic {} was deleted", topic.name())) {
+                            &format!("topic {} was deleted", audit.topic.name())) {
                             yield Ok(event);
                         }
                         break;
@@ -158,7 +160,13 @@ pub(crate) fn partition_stream(
                     if high_watermark <= next {
                         continue;
                     }
-                    read_page(&log, &FetchRequest { offset: next, ..request }).await
+                    match read_page(&log, &FetchRequest { offset: next, ..request }).await {
+                        Ok(page) => audit
+                            .sent(&state.broker, Format::Sse, page.disclosed)
+                            .await
+                            .map(|()| page),
+                        Err(error) => Err(error),
+                    }
                 }
             };
             match read {

@@ -12,6 +12,7 @@ use strata_tiering::manifest;
 
 use super::sync::{REMOTE_TOPIC_FORMAT, RemoteTopic};
 use super::{Tiering, TieringError};
+use crate::audit::AUDIT_TOPIC;
 use crate::names::TopicName;
 use crate::topics::catalog::Catalog;
 use crate::topics::holds::Holds;
@@ -74,8 +75,13 @@ impl Tiering {
                 active: remote.legal_holds,
                 next_id: remote.next_legal_hold_id.unwrap_or(0),
             };
-            let topic =
-                TopicName::parse(&name).map_err(|e| RestoreError::Catalog(e.to_string()))?;
+            // The read audit is the one internal topic the bucket holds.
+            let topic = if name == AUDIT_TOPIC {
+                TopicName::internal(&name)
+            } else {
+                TopicName::parse(&name)
+            }
+            .map_err(|e| RestoreError::Catalog(e.to_string()))?;
             catalog
                 .restore(&topic, &configs, &starts, holds)
                 .await

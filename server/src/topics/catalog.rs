@@ -169,6 +169,12 @@ impl Topic {
         self.config.read().clone()
     }
 
+    /// Whether reads of this topic are audited; asked on every fetch, so it does not clone the
+    /// config.
+    pub fn audits_reads(&self) -> bool {
+        self.config.read().audit_reads
+    }
+
     /// Number of partitions.
     pub fn partition_count(&self) -> u32 {
         u32::try_from(self.partitions.read().len()).unwrap_or(u32::MAX)
@@ -432,6 +438,34 @@ impl Catalog {
     ) -> Result<Arc<Topic>, CatalogError> {
         let _guard = self.changes.lock().await;
         let topic = self.get_public(name)?;
+        self.reconfigure(topic, updates).await
+    }
+
+    /// Sets the settings the server itself chooses for one of its internal topics (the
+    /// server's configuration may change them between starts).
+    ///
+    /// # Errors
+    /// Unknown topic, invalid configs, I/O errors.
+    pub async fn update_internal_configs(
+        &self,
+        name: &str,
+        updates: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>, CatalogError> {
+        let _guard = self.changes.lock().await;
+        let topic = self
+            .get(name)
+            .ok_or_else(|| CatalogError::NotFound(name.to_string()))?;
+        self.reconfigure(topic, updates).await
+    }
+
+    /// Applies `updates` to `topic`; the caller holds the `changes` lock.
+    async fn reconfigure(
+        &self,
+        topic: Arc<Topic>,
+        updates: &BTreeMap<String, Value>,
+    ) -> Result<Arc<Topic>, CatalogError> {
+        let name = topic.name().to_string();
+        let name = name.as_str();
         let mut config = topic.config();
         config.apply(updates)?;
         let file = self.topic_file(&topic, topic.partition_count(), &config);
