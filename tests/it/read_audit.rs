@@ -411,6 +411,36 @@ async fn every_read_is_audited_and_verify_lists_the_same_entries(store: TestStor
         );
         assert!(stderr.contains("DENIED"), "{stderr}");
     }
+
+    // A server restored from the bucket alone has the audit, and its entries continue after it.
+    let restored = Server::start(store.options(None));
+    let api = Api::new(&restored);
+    let audit = api.offsets(AUDIT, 0).await;
+    assert_eq!(audit["latest"], json!(entries.len()), "{audit}");
+    api.create_topic_with("ledger2", 1, json!({"audit_reads": true}))
+        .await;
+    api.produce("ledger2", &json!({"records": [{"value": 1}]}))
+        .await;
+    ok_json(
+        get(
+            &api,
+            "/v1/topics/ledger2/partitions/0/records",
+            "application/json",
+            "r-after",
+        )
+        .await,
+    )
+    .await;
+    let next = ok_json(
+        api.get(&format!(
+            "/v1/topics/{AUDIT}/partitions/0/records?offset={}",
+            entries.len()
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(next["records"][0]["offset"], json!(entries.len()));
+    assert_eq!(next["records"][0]["value"]["request_id"], "r-after");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
