@@ -24,5 +24,6 @@ mod readme;
 mod security;
 mod streaming;
 mod tiering;
+mod toolchain;
 mod topics;
 mod transport;
