@@ -164,6 +164,11 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<bool> {
         speed["raw_get_mib_per_second"] = raw.into();
         speed["verify_share_of_raw_get"] =
             (speed["verify_mib_per_second"].as_f64().unwrap_or(0.0) / raw.max(1e-9)).into();
+        let hash = sha256_speed(args.concurrency);
+        let passes = if args.chunk_digests_only { 1.0 } else { 2.0 };
+        speed["sha256_mib_per_second"] = hash.into();
+        speed["sha256_passes_per_byte"] = passes.into();
+        speed["bound_share_of_raw_get"] = bound_share(raw, hash, passes).into();
     }
     let speed_line = format!("speed: {speed}\n");
     let reads = match args.reads {
@@ -204,6 +209,30 @@ fn mib(bytes: u64) -> f64 {
 #[allow(clippy::disallowed_methods)]
 fn started() -> std::time::Instant {
     std::time::Instant::now()
+}
+
+/// SHA-256 speed in MiB/s of this machine, hashing on `concurrency` threads at once (as the
+/// verification does), over 256 MiB in all.
+fn sha256_speed(concurrency: usize) -> f64 {
+    const PER_THREAD: usize = 64 << 20;
+    let threads = concurrency.clamp(1, 4);
+    let buffer = vec![0x5au8; PER_THREAD];
+    let started = started();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| std::hint::black_box(strata_tiering::digest::sha256(&buffer)));
+        }
+    });
+    mib((PER_THREAD * threads) as u64) / started.elapsed().as_secs_f64().max(1e-9)
+}
+
+/// The best share of the raw GET speed a verification can reach on a machine where the GETs
+/// and the hashing share the same cores: each byte costs `1 / raw` to fetch and
+/// `passes / hash` to hash, so verify speed / raw GET speed <= 1 / (1 + passes * raw / hash).
+/// Against a bucket across a network, fetching costs the local cores little and the share can
+/// approach 1.
+pub fn bound_share(raw: f64, hash: f64, passes: f64) -> f64 {
+    1.0 / (1.0 + passes * raw / hash.max(1e-9))
 }
 
 /// GETs every object once, `concurrency` at a time, discarding the bytes: the bucket's raw read
@@ -249,4 +278,17 @@ pub fn read(args: &ReadArgs) -> anyhow::Result<()> {
     std::io::Write::flush(&mut out)?;
     eprintln!("{printed} records");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bound_share;
+
+    #[test]
+    fn the_bound_falls_with_every_hash_pass_and_rises_with_hash_speed() {
+        assert!((bound_share(100.0, 100.0, 1.0) - 0.5).abs() < 1e-9);
+        assert!((bound_share(100.0, 200.0, 2.0) - 0.5).abs() < 1e-9);
+        assert!(bound_share(100.0, 1e12, 2.0) > 0.999);
+        assert!(bound_share(2600.0, 3600.0, 2.0) < bound_share(2600.0, 3600.0, 1.0));
+    }
 }
