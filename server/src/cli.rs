@@ -231,7 +231,9 @@ fn probe(dir: &PathBuf, choice: IoBackendChoice) -> anyhow::Result<()> {
 
 fn serve(args: &ConfigArgs) -> anyhow::Result<()> {
     let config = Config::load(args)?;
+    let retained = crate::allocator::retain_freed_memory();
     crate::logging::init(config.log_format, &config.log_level);
+    tracing::debug!(retained, "heap memory is kept after frees");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -3,6 +3,7 @@
 //! `main.rs` only parses the command line and calls into this library ([`server::run`]), so tests
 //! and benchmarks use exactly the code the binary runs.
 
+pub mod allocator;
 pub mod archive;
 pub mod audit;
 pub mod broker;
