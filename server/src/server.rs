@@ -348,10 +348,15 @@ pub async fn run_with(
     let status = Arc::new(ServerStatus::new());
     let api: Arc<OnceLock<Router>> = Arc::new(OnceLock::new());
     let front = crate::http::front_door(Arc::clone(&status), Arc::clone(&api));
+    // When shutdown began: draining requests and finishing the tiering sweep share one
+    // `shutdown_timeout_ms`, so the whole stop fits the grace Kubernetes gives.
+    let stop_began: Arc<OnceLock<std::time::Instant>> = Arc::new(OnceLock::new());
     {
         let (status, stopping) = (Arc::clone(&status), stop_sender.clone());
+        let stop_began = Arc::clone(&stop_began);
         tokio::spawn(async move {
             shutdown.await;
+            let _ = stop_began.set(crate::clock::stopwatch());
             tracing::info!("shutting down: draining requests");
             status.set_shutting_down();
             let _ = stopping.send(true);
@@ -412,7 +417,10 @@ pub async fn run_with(
             Ok(())
         }
     };
-    background.abort();
+    let left = stop_began
+        .get()
+        .map_or(timeout, |began| timeout.saturating_sub(began.elapsed()));
+    background.stop(left).await;
     catalog.close().await;
     tracing::info!("stopped cleanly");
     result

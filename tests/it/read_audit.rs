@@ -512,4 +512,21 @@ async fn a_read_whose_audit_entry_cannot_be_written_sends_nothing() {
     );
     assert_eq!(ids.first().map(String::as_str), Some("before"));
     assert_eq!(ids.last().map(String::as_str), Some("after"));
+    // Operators see both in /metrics.
+    let metrics = api.client.get(api.url("/metrics")).send().await.unwrap();
+    let metrics = metrics.text().await.unwrap();
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|line| line.starts_with(name))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing from {metrics}"))
+    };
+    let written = value(r#"strata_read_audit_entries_total{outcome="served"}"#);
+    assert_eq!(written, ids.len() as f64);
+    assert_eq!(
+        value(r#"strata_read_audit_failures_total{outcome="served"}"#),
+        1.0
+    );
 }

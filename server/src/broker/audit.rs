@@ -106,7 +106,10 @@ impl Broker {
                 )
             })
             .collect();
-        self.audit.record(&entries).await.map_err(|error| {
+        let written = self.audit.record(&entries).await;
+        self.stats
+            .audited("served", entries.len() as u64, written.is_ok());
+        written.map_err(|error| {
             tracing::error!(%error, "a read of an audited topic was refused: its audit entry \
                 could not be written");
             AuditUnavailable(error)
@@ -136,7 +139,9 @@ impl Broker {
             format,
             group,
         );
-        if let Err(error) = self.audit.record(&[denied]).await {
+        let written = self.audit.record(&[denied]).await;
+        self.stats.audited("denied", 1, written.is_ok());
+        if let Err(error) = written {
             tracing::error!(%error, topic = topic.name(), partition,
                 "a denied read could not be recorded in the read audit");
         }

@@ -1,6 +1,6 @@
 //! The broker's background work: the cleaner (retention and compaction), the tiering sweep
 //! (uploads, remote retention) and consumer-group member expiry. Started once the broker is
-//! built, stopped (aborted) at shutdown before the catalog closes.
+//! built, stopped at shutdown before the catalog closes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ const EXPIRY_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The running background tasks.
 pub struct BackgroundTasks {
+    tiering: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -34,6 +35,7 @@ impl BackgroundTasks {
             Arc::clone(broker.tiering()),
             Arc::clone(broker.catalog()),
             Arc::clone(broker.offset_store()),
+            broker.shutdown_signal(),
         ));
         let expiry = tokio::spawn(expire_members(Arc::clone(broker)));
         // Keys made with `strata auth create-key` or revoked by editing the file take effect
@@ -43,14 +45,23 @@ impl BackgroundTasks {
             reloaded.reload_security();
         }));
         Self {
-            tasks: vec![cleaner, tiering, expiry, security],
+            tiering: Some(tiering),
+            tasks: vec![cleaner, expiry, security],
         }
     }
 
-    /// Stops them; none of them holds anything a restart would miss.
-    pub fn abort(&self) {
+    /// Stops them once the server is shutting down: the tiering sweep finishes the pass it is
+    /// in (it watches the shutdown signal), for at most `grace`; the rest are aborted, as none
+    /// of them holds anything a restart would miss.
+    pub async fn stop(mut self, grace: Duration) {
         for task in &self.tasks {
             task.abort();
+        }
+        if let Some(mut tiering) = self.tiering.take()
+            && tokio::time::timeout(grace, &mut tiering).await.is_err()
+        {
+            tracing::warn!("the tiering sweep did not finish within the shutdown grace; cut");
+            tiering.abort();
         }
     }
 }

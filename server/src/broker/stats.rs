@@ -20,6 +20,13 @@ pub struct WakeLabel {
     pub reason: &'static str,
 }
 
+/// The outcome of a read-audit entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AuditLabel {
+    /// `served` or `denied`.
+    pub outcome: &'static str,
+}
+
 /// The broker's counters; the metrics floor registers clones (they share their values).
 #[derive(Debug, Clone, Default)]
 pub struct BrokerStats {
@@ -29,6 +36,11 @@ pub struct BrokerStats {
     pub appended_bytes: Family<TopicLabel, Counter>,
     /// Long polls (fetches with `max_wait_ms`) by how they ended.
     pub long_poll_wakeups: Family<WakeLabel, Counter>,
+    /// Read-audit entries written, by outcome.
+    pub audit_entries: Family<AuditLabel, Counter>,
+    /// Read-audit entries that could not be written, by outcome (a served read was then
+    /// refused with `audit_unavailable`).
+    pub audit_failures: Family<AuditLabel, Counter>,
     per_topic: bool,
     counting: bool,
 }
@@ -51,6 +63,21 @@ impl BrokerStats {
                 .get_or_create(&WakeLabel { reason })
                 .inc();
         }
+    }
+
+    /// Counts `entries` read-audit entries of one outcome, written or not.
+    pub fn audited(&self, outcome: &'static str, entries: u64, written: bool) {
+        if !self.counting {
+            return;
+        }
+        let family = if written {
+            &self.audit_entries
+        } else {
+            &self.audit_failures
+        };
+        family
+            .get_or_create(&AuditLabel { outcome })
+            .inc_by(entries);
     }
 
     /// Counts an append to `topic`.

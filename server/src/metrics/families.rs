@@ -134,6 +134,17 @@ fn http(registry: &mut Registry, sources: &Sources<'_>) {
         "Long polls by how they ended: data arrived, timeout, shutdown",
         broker.long_poll_wakeups.clone(),
     );
+    registry.register(
+        "read_audit_entries",
+        "Read-audit entries written to __audit_reads, by outcome (served, denied)",
+        broker.audit_entries.clone(),
+    );
+    registry.register(
+        "read_audit_failures",
+        "Read-audit entries that could not be written, by outcome; each served one refused its \
+         read with audit_unavailable",
+        broker.audit_failures.clone(),
+    );
 }
 
 fn produce(registry: &mut Registry, sources: &Sources<'_>) {

@@ -52,21 +52,53 @@ pub struct RemoteTopic {
 /// Sweeps between two orphan scans (listing a partition's objects is not free).
 const ORPHAN_SCAN_EVERY: u64 = 12;
 
-/// Runs [`Tiering::sweep`], then [`Tiering::publish_group_offsets`], every interval until the
-/// task is dropped.
-pub async fn run(tiering: Arc<Tiering>, catalog: Arc<Catalog>, offsets: Arc<OffsetStore>) {
-    let mut ticker = tokio::time::interval(Duration::from_millis(tiering.interval_ms().max(1)));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Runs [`Tiering::sweep`], then [`Tiering::publish_group_offsets`], every interval until
+/// `stop` turns true. A sweep that has begun is finished first: cutting one between its tiles
+/// and its signed checkpoint would leave a bucket that fails `strata verify` until the next
+/// start repairs it.
+pub async fn run(
+    tiering: Arc<Tiering>,
+    catalog: Arc<Catalog>,
+    offsets: Arc<OffsetStore>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let interval = Duration::from_millis(tiering.interval_ms().max(1));
     let mut sweeps: u64 = 0;
-    loop {
-        ticker.tick().await;
-        tiering
-            .sweep(&catalog, sweeps.is_multiple_of(ORPHAN_SCAN_EVERY))
-            .await;
-        if let Err(error) = tiering.publish_group_offsets(&catalog, &offsets).await {
-            tracing::warn!(%error, "could not archive consumer-group offsets");
-        }
+    every_interval_until(interval, stop, || {
+        let scan_orphans = sweeps.is_multiple_of(ORPHAN_SCAN_EVERY);
         sweeps += 1;
+        let (tiering, catalog, offsets) = (&tiering, &catalog, &offsets);
+        async move {
+            tiering.sweep(catalog, scan_orphans).await;
+            if let Err(error) = tiering.publish_group_offsets(catalog, offsets).await {
+                tracing::warn!(%error, "could not archive consumer-group offsets");
+            }
+        }
+    })
+    .await;
+}
+
+/// Runs `work` every `interval` (the first at once) until `stop` turns true; `stop` is only
+/// looked at between runs, so a run that has begun always completes.
+pub(crate) async fn every_interval_until<F, Fut>(
+    interval: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut work: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.wait_for(|stopping| *stopping) => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        work().await;
     }
 }
 
@@ -236,4 +268,66 @@ pub fn epoch_ms(time: SystemTime) -> i64 {
 /// the epoch.
 pub fn from_epoch_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use super::every_interval_until;
+
+    /// A stop that arrives during a run waits for it; one that arrives while idle ends the
+    /// loop at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_lets_the_running_sweep_finish() {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (started, finished) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let task = tokio::spawn({
+            let (started, finished) = (Arc::clone(&started), Arc::clone(&finished));
+            every_interval_until(Duration::from_secs(10), stopped, move || {
+                let (started, finished) = (Arc::clone(&started), Arc::clone(&finished));
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    #[allow(clippy::disallowed_methods)]
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    finished.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        });
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "the first run starts at once"
+        );
+        stop.send(true).unwrap();
+        task.await.unwrap();
+        assert_eq!(
+            finished.load(Ordering::SeqCst),
+            1,
+            "the running sweep was finished"
+        );
+        assert_eq!(started.load(Ordering::SeqCst), 1, "and no other began");
+
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let runs = Arc::new(AtomicU32::new(0));
+        let task = tokio::spawn({
+            let runs = Arc::clone(&runs);
+            every_interval_until(Duration::from_secs(10), stopped, move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                async {}
+            })
+        });
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_millis(1), task)
+            .await
+            .expect("an idle loop stops at once")
+            .unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
 }
