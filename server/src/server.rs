@@ -155,6 +155,17 @@ pub async fn build_state(
             .map_err(|error| StartError::Tiering(error.to_string()))?,
     );
     let coordinator = Arc::new(Coordinator::new(Arc::clone(&clock), GroupLimits::default()));
+    if !config.acls_path().exists()
+        && let Some(rules) = tiering
+            .archived_acls()
+            .await
+            .map_err(|error| StartError::Tiering(error.to_string()))?
+    {
+        let count = rules.len();
+        Authorizer::seed(&config.acls_path(), rules)
+            .map_err(|error| StartError::Security(error.to_string()))?;
+        tracing::info!(rules = count, "restored the ACL rules from tiered storage");
+    }
     let (keys, authorizer) = open_security(&config)?;
     let config = Arc::new(config);
     let broker = Arc::new(Broker::new(BrokerParts {

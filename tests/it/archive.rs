@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use object_store::ObjectStoreExt;
 use serde_json::{Value, json};
 use strata_server::archive::report::Report;
 use strata_server::archive::verify::{VerifyOptions, verify};
@@ -39,10 +40,30 @@ async fn filled_archive(store: &TestStore, extra: Value) -> (Server, [u64; 2]) {
         let answer = api.produce("audit", &body).await;
         counts[answer["offsets"][0]["partition"].as_u64().unwrap() as usize] += 1;
     }
+    // A group commit and an ACL rule, so the bucket holds its two signed snapshots too.
+    let commit = json!({"offsets": [{"topic": "audit", "partition": 0, "offset": 1}]});
+    assert_eq!(
+        api.post("/v1/groups/g/offsets", &commit).await.status(),
+        200
+    );
+    let rule = json!({
+        "principal": "auditor", "resource_type": "topic", "resource_name": "audit",
+        "pattern_type": "literal", "operation": "read", "permission": "allow",
+    });
+    assert_eq!(api.post("/v1/acls", &rule).await.status(), 201);
     let objects = store.open().scoped();
     eventually(WAIT, "every record is in the bucket", || {
         let objects = objects.clone();
         async move {
+            let snapshots = [
+                strata_tiering::layout::group_offsets_file(),
+                strata_tiering::layout::acls_file(),
+            ];
+            for snapshot in snapshots {
+                if objects.head(&snapshot).await.is_err() {
+                    return false;
+                }
+            }
             let report = verify_store(objects.as_ref(), &[]).await;
             report.partitions.len() == 2
                 && report
@@ -202,6 +223,8 @@ async fn a_copy_verifies_and_every_bit_flip_and_deletion_is_named() {
         "bundle",
         "FORMAT.md",
         "format.json",
+        "offsets.note",
+        "acls.note",
     ];
     for kind in expected {
         assert!(

@@ -248,6 +248,27 @@ async fn cold_reads_and_restore(store: TestStore) {
     })
     .await;
 
+    // So do the ACL rules managed through the API.
+    let rule = json!({
+        "principal": "reader", "resource_type": "topic", "resource_name": "cold",
+        "pattern_type": "literal", "operation": "read", "permission": "allow",
+    });
+    let added = api.post("/v1/acls", &rule).await;
+    assert_eq!(added.status().as_u16(), 201);
+    let acls = api.get_json("/v1/acls").await;
+    eventually(WAIT, "the bucket holds the ACL rule", || {
+        let tier = tier.clone();
+        async move {
+            match tier.scoped().get(&layout::acls_file()).await {
+                Ok(found) => {
+                    String::from_utf8_lossy(&found.bytes().await.unwrap()).contains("\"reader\"")
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await;
+
     // Restore: a new server with an empty data directory against the same bucket.
     server.terminate();
     let fresh = tempfile::tempdir().unwrap();
@@ -271,6 +292,11 @@ async fn cold_reads_and_restore(store: TestStore) {
         .await;
     let second: Value = second.json().await.unwrap();
     assert_eq!(second["id"], "2", "restored ids are not reused");
+    assert_eq!(
+        api.get_json("/v1/acls").await,
+        acls,
+        "the ACL rules are back"
+    );
     let restored_offsets = api.get_json("/v1/groups/readers/offsets").await;
     assert_eq!(
         restored_offsets, committed,

@@ -12,6 +12,8 @@
 //! topics/{topic}/{partition}/tlog/checkpoints/{size:020}      every checkpoint, create-only
 //! topics/{topic}/{partition}/tlog/tile/...                    C2SP tlog-tiles tiles and entry bundles
 //! tlog-keys/{key id:08x}.vkey                                 checkpoint verification keys
+//! groups/offsets.note                                         consumer-group commits, signed
+//! security/acls.note                                          API-managed ACL rules, signed
 //! FORMAT.md, format.json                                      this layout, for auditors
 //! ```
 //!
@@ -34,6 +36,11 @@ pub const SEGMENT_KINDS: [&str; 4] = ["log", "index", "timeindex", "chunks"];
 /// signed note whose text is JSON.
 pub fn group_offsets_file() -> Path {
     Path::from("groups/offsets.note")
+}
+
+/// `security/acls.note`: the ACL rules managed through the API, signed.
+pub fn acls_file() -> Path {
+    Path::from("security/acls.note")
 }
 
 /// `topics/{topic}/topic.json`.

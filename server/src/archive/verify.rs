@@ -58,7 +58,7 @@ pub async fn verify(
         options.keys.clone()
     };
     report.keys = keys.iter().map(ToString::to_string).collect();
-    check_group_offsets(store, &keys, &mut report).await;
+    check_signed_snapshots(store, &keys, &mut report).await;
     if keys.is_empty() {
         report.failures.push(Failure::new(
             "tlog-keys/",
@@ -125,12 +125,27 @@ async fn check_format_files(store: &dyn ObjectStore, report: &mut Report) {
     }
 }
 
-/// `groups/offsets.note`, when present, must carry a valid signature of one of `keys` over
-/// a JSON text.
-async fn check_group_offsets(store: &dyn ObjectStore, keys: &[NoteVerifier], report: &mut Report) {
-    let key = layout::group_offsets_file();
+/// The signed snapshots outside the topics.
+async fn check_signed_snapshots(
+    store: &dyn ObjectStore,
+    keys: &[NoteVerifier],
+    report: &mut Report,
+) {
+    for key in [layout::group_offsets_file(), layout::acls_file()] {
+        check_signed_note(store, keys, &key, report).await;
+    }
+}
+
+/// A signed JSON snapshot (`groups/offsets.note`, `security/acls.note`), when present, must
+/// carry a valid signature of one of `keys` over a JSON text.
+async fn check_signed_note(
+    store: &dyn ObjectStore,
+    keys: &[NoteVerifier],
+    key: &Path,
+    report: &mut Report,
+) {
     let name = key.to_string();
-    let bytes = match get(store, &key).await {
+    let bytes = match get(store, key).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return,
         Err(error) => return report.failures.push(Failure::new(&name, error)),

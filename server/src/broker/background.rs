@@ -35,6 +35,7 @@ impl BackgroundTasks {
             Arc::clone(broker.tiering()),
             Arc::clone(broker.catalog()),
             Arc::clone(broker.offset_store()),
+            Arc::clone(broker.authorizer()),
             broker.shutdown_signal(),
         ));
         let expiry = tokio::spawn(expire_members(Arc::clone(broker)));

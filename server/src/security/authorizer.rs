@@ -78,6 +78,19 @@ impl Authorizer {
         })
     }
 
+    /// Writes `rules` as the API-managed rule file at `path`, for a server restored from the
+    /// bucket; only when no such file exists, so local rules always win.
+    ///
+    /// # Errors
+    /// The file could not be written.
+    pub fn seed(path: &Path, rules: Vec<AclRule>) -> Result<bool, SecurityFileError> {
+        if path.exists() {
+            return Ok(false);
+        }
+        super::file::write_json(path, &AclFile::from_items(rules))?;
+        Ok(true)
+    }
+
     /// Whether checks are made at all (authentication on).
     pub fn is_enforcing(&self) -> bool {
         self.enforcing

@@ -7,6 +7,7 @@
 //! [`sync`] task replaces it. The manifest is the only thing trusted about the bucket: a segment
 //! is readable remotely once a manifest lists it, and a local segment is deleted only after that.
 
+pub mod acl_archive;
 pub mod archive;
 pub mod cold;
 pub mod group_offsets;
@@ -203,6 +204,8 @@ pub struct Tiering {
     /// The text of the last `groups/offsets.note` this process wrote (see `group_offsets.rs`);
     /// a sweep signs and writes only when it changed.
     published_group_offsets: tokio::sync::Mutex<Option<String>>,
+    /// The text of the last `security/acls.note` this process wrote.
+    published_acls: tokio::sync::Mutex<Option<String>>,
     /// Signs the transparency logs' checkpoints.
     signer: strata_tiering::tlog::note::NoteSigner,
     /// Counters for `/metrics`.
@@ -307,6 +310,7 @@ impl Tiering {
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
             published_group_offsets: tokio::sync::Mutex::new(None),
+            published_acls: tokio::sync::Mutex::new(None),
             signer,
             stats: stats::TieringStats::default(),
         });

@@ -52,7 +52,8 @@ pub struct RemoteTopic {
 /// Sweeps between two orphan scans (listing a partition's objects is not free).
 const ORPHAN_SCAN_EVERY: u64 = 12;
 
-/// Runs [`Tiering::sweep`], then [`Tiering::publish_group_offsets`], every interval until
+/// Runs [`Tiering::sweep`], then [`Tiering::publish_group_offsets`] and
+/// [`Tiering::publish_acls`], every interval until
 /// `stop` turns true. A sweep that has begun is finished first: cutting one between its tiles
 /// and its signed checkpoint would leave a bucket that fails `strata verify` until the next
 /// start repairs it.
@@ -60,6 +61,7 @@ pub async fn run(
     tiering: Arc<Tiering>,
     catalog: Arc<Catalog>,
     offsets: Arc<OffsetStore>,
+    acls: Arc<crate::security::authorizer::Authorizer>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let interval = Duration::from_millis(tiering.interval_ms().max(1));
@@ -67,11 +69,14 @@ pub async fn run(
     every_interval_until(interval, stop, || {
         let scan_orphans = sweeps.is_multiple_of(ORPHAN_SCAN_EVERY);
         sweeps += 1;
-        let (tiering, catalog, offsets) = (&tiering, &catalog, &offsets);
+        let (tiering, catalog, offsets, acls) = (&tiering, &catalog, &offsets, &acls);
         async move {
             tiering.sweep(catalog, scan_orphans).await;
             if let Err(error) = tiering.publish_group_offsets(catalog, offsets).await {
                 tracing::warn!(%error, "could not archive consumer-group offsets");
+            }
+            if let Err(error) = tiering.publish_acls(acls.stored_rules()).await {
+                tracing::warn!(%error, "could not archive the ACL rules");
             }
         }
     })
