@@ -5,13 +5,11 @@
 //! `strata verify` checks. A server starting without a local ACL file takes them from there.
 //! Rules from the config file are not archived: they come back with the config.
 
-use bytes::Bytes;
-use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use strata_tiering::layout;
-use strata_tiering::tlog::note::note_text;
 
 use super::restore::RestoreError;
+use super::signed_snapshot::Snapshot;
 use super::{Tiering, TieringError};
 use crate::security::acl::AclRule;
 
@@ -28,66 +26,52 @@ pub struct AclsSnapshot {
     pub acls: Vec<AclRule>,
 }
 
+impl Snapshot for AclsSnapshot {
+    const FORMAT: u32 = ACLS_FORMAT;
+
+    fn format(&self) -> u32 {
+        self.format
+    }
+}
+
 impl Tiering {
     /// Writes `security/acls.note` when `rules` differ from what this process last wrote. A
-    /// server that never had a rule writes nothing.
+    /// server that never had a rule writes nothing (and looks for the object once).
     ///
     /// # Errors
     /// Store failures; the next sweep tries again.
     pub async fn publish_acls(&self, rules: Vec<AclRule>) -> Result<(), TieringError> {
-        let mut published = self.published_acls.lock().await;
-        if published.is_none() && rules.is_empty() {
-            let key = layout::acls_file();
-            if strata_tiering::store::get_if_exists(self.objects.as_ref(), &key)
-                .await?
-                .is_none()
-            {
-                return Ok(());
-            }
-        }
+        let key = layout::acls_file();
         let snapshot = AclsSnapshot {
             format: ACLS_FORMAT,
             acls: rules,
         };
-        // Pretty JSON has no blank line, so it is a valid signed-note text once it ends with a
-        // newline.
-        let text = serde_json::to_string_pretty(&snapshot).unwrap_or_default() + "\n";
-        if published.as_deref() == Some(text.as_str()) {
+        if snapshot.acls.is_empty()
+            && !self.snapshot_known(&key).await
+            && strata_tiering::store::get_if_exists(self.objects.as_ref(), &key)
+                .await?
+                .is_none()
+        {
+            self.settle_snapshot(&key, &snapshot).await;
             return Ok(());
         }
-        let note = self.signer.sign_note(&text);
-        self.objects
-            .put(&layout::acls_file(), PutPayload::from(Bytes::from(note)))
-            .await?;
-        *published = Some(text);
-        Ok(())
+        self.publish_snapshot(&key, &snapshot).await
     }
 
     /// The archived rules, when the bucket has them.
     ///
     /// # Errors
-    /// Store failures, or an unreadable snapshot (`Invalid`).
+    /// Store failures, or an unreadable snapshot or rule (`Invalid`).
     pub async fn archived_acls(&self) -> Result<Option<Vec<AclRule>>, RestoreError> {
         let key = layout::acls_file();
-        let Some(body) = strata_tiering::store::get_if_exists(self.objects.as_ref(), &key)
-            .await
-            .map_err(TieringError::from)?
-        else {
+        let Some(snapshot) = self.read_snapshot::<AclsSnapshot>(&key).await? else {
             return Ok(None);
         };
-        let invalid = |reason: String| RestoreError::Invalid {
-            key: key.to_string(),
-            reason,
-        };
-        let note = String::from_utf8_lossy(&body);
-        let text = note_text(&note).ok_or_else(|| invalid("not a signed note".to_string()))?;
-        let snapshot: AclsSnapshot =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if snapshot.format != ACLS_FORMAT {
-            return Err(invalid(format!("unsupported format {}", snapshot.format)));
-        }
         for rule in &snapshot.acls {
-            rule.check().map_err(|reason| invalid(reason.clone()))?;
+            rule.check().map_err(|reason| RestoreError::Invalid {
+                key: key.to_string(),
+                reason,
+            })?;
         }
         Ok(Some(snapshot.acls))
     }

@@ -7,13 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bytes::Bytes;
-use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use strata_tiering::layout;
-use strata_tiering::tlog::note::note_text;
 
 use super::restore::RestoreError;
+use super::signed_snapshot::Snapshot;
 use super::{Tiering, TieringError};
 use crate::groups::offsets::{Commit, OffsetStore};
 use crate::topics::catalog::Catalog;
@@ -45,6 +43,14 @@ pub struct ArchivedCommit {
     pub metadata: String,
     /// When it was committed (ms since the epoch).
     pub commit_time_ms: i64,
+}
+
+impl Snapshot for GroupOffsetsSnapshot {
+    const FORMAT: u32 = GROUP_OFFSETS_FORMAT;
+
+    fn format(&self) -> u32 {
+        self.format
+    }
 }
 
 impl Tiering {
@@ -85,22 +91,8 @@ impl Tiering {
             format: GROUP_OFFSETS_FORMAT,
             groups,
         };
-        // Pretty JSON has no blank line, so it is a valid signed-note text once it ends with a
-        // newline; the signature makes the snapshot verifiable like the checkpoints.
-        let text = serde_json::to_string_pretty(&snapshot).unwrap_or_default() + "\n";
-        let mut published = self.published_group_offsets.lock().await;
-        if published.as_deref() == Some(text.as_str()) {
-            return Ok(());
-        }
-        let note = self.signer.sign_note(&text);
-        self.objects
-            .put(
-                &layout::group_offsets_file(),
-                PutPayload::from(Bytes::from(note)),
-            )
-            .await?;
-        *published = Some(text);
-        Ok(())
+        self.publish_snapshot(&layout::group_offsets_file(), &snapshot)
+            .await
     }
 
     /// Replays the archived commits of the `restored` topics into `offsets`, each with its
@@ -117,24 +109,12 @@ impl Tiering {
         if restored.is_empty() {
             return Ok(0);
         }
-        let key = layout::group_offsets_file();
-        let Some(body) = strata_tiering::store::get_if_exists(self.objects.as_ref(), &key)
-            .await
-            .map_err(TieringError::from)?
+        let Some(snapshot) = self
+            .read_snapshot::<GroupOffsetsSnapshot>(&layout::group_offsets_file())
+            .await?
         else {
             return Ok(0);
         };
-        let invalid = |reason: String| RestoreError::Invalid {
-            key: key.to_string(),
-            reason,
-        };
-        let note = String::from_utf8_lossy(&body);
-        let text = note_text(&note).ok_or_else(|| invalid("not a signed note".to_string()))?;
-        let snapshot: GroupOffsetsSnapshot =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if snapshot.format != GROUP_OFFSETS_FORMAT {
-            return Err(invalid(format!("unsupported format {}", snapshot.format)));
-        }
         let mut count = 0;
         for (group, commits) in snapshot.groups {
             let commits: Vec<(Commit, i64)> = commits

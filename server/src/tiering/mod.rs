@@ -15,6 +15,7 @@ mod legal_hold;
 pub mod remote_log;
 pub mod restore;
 mod retention;
+mod signed_snapshot;
 pub mod stats;
 pub mod sync;
 mod upload;
@@ -201,11 +202,9 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
-    /// The text of the last `groups/offsets.note` this process wrote (see `group_offsets.rs`);
-    /// a sweep signs and writes only when it changed.
-    published_group_offsets: tokio::sync::Mutex<Option<String>>,
-    /// The text of the last `security/acls.note` this process wrote.
-    published_acls: tokio::sync::Mutex<Option<String>>,
+    /// The text of each signed snapshot this process last wrote (see `signed_snapshot.rs`); a
+    /// sweep signs and writes one only when it changed.
+    published_snapshots: signed_snapshot::Published,
     /// Signs the transparency logs' checkpoints.
     signer: strata_tiering::tlog::note::NoteSigner,
     /// Counters for `/metrics`.
@@ -309,8 +308,7 @@ impl Tiering {
             settings,
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
-            published_group_offsets: tokio::sync::Mutex::new(None),
-            published_acls: tokio::sync::Mutex::new(None),
+            published_snapshots: signed_snapshot::Published::default(),
             signer,
             stats: stats::TieringStats::default(),
         });
