@@ -96,6 +96,19 @@ pub async fn visit(
                 range.partition
             )
         })?;
+    visit_manifest(store, &manifest, range, each).await
+}
+
+/// [`visit`] over a manifest already loaded.
+///
+/// # Errors
+/// Unreadable objects, batches that fail their CRC, and whatever `each` returns.
+pub async fn visit_manifest(
+    store: &dyn ObjectStore,
+    manifest: &manifest::Manifest,
+    range: &ReadRange,
+    each: &mut dyn FnMut(u64, &Record) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
     let mut visited = 0;
     for segment in &manifest.segments {
         if segment.last_offset < range.from_offset.max(manifest.log_start_offset)

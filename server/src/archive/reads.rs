@@ -5,7 +5,7 @@
 use object_store::ObjectStore;
 use serde::Serialize;
 
-use super::read::{ReadRange, visit};
+use super::read::{ReadRange, visit_manifest};
 use crate::audit::AUDIT_TOPIC;
 use crate::audit::entry::{ReadAuditEntry, ReadOutcome};
 
@@ -32,14 +32,11 @@ pub async fn list(store: &dyn ObjectStore) -> anyhow::Result<Vec<ListedRead>> {
         from_time: i64::MIN,
         to_time: i64::MAX,
     };
-    if strata_tiering::manifest::load_latest(store, AUDIT_TOPIC, 0)
-        .await?
-        .is_none()
-    {
+    let Some(manifest) = strata_tiering::manifest::load_latest(store, AUDIT_TOPIC, 0).await? else {
         return Ok(Vec::new());
-    }
+    };
     let mut reads = Vec::new();
-    visit(store, &range, &mut |audit_offset, record| {
+    visit_manifest(store, &manifest, &range, &mut |audit_offset, record| {
         let value = record.value.as_deref().unwrap_or_default();
         let entry: ReadAuditEntry = serde_json::from_slice(value).map_err(|error| {
             anyhow::anyhow!("{AUDIT_TOPIC} offset {audit_offset} is not an audit entry: {error}")

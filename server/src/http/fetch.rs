@@ -136,14 +136,14 @@ pub async fn fetch(
     } else {
         None
     };
+    let audit = ReadAudit {
+        caller,
+        origin,
+        topic,
+    };
     if format == Format::Sse {
         // The first read happens before the answer, so a stream that cannot start gets the
         // error's status: a browser's EventSource then stops instead of reconnecting.
-        let audit = ReadAudit {
-            caller,
-            origin,
-            topic,
-        };
         let first = if offset < reader.offsets().high_watermark {
             let page = read_page(&reader, &request).await?;
             audit.sent(broker, Format::Sse, page.disclosed).await?;
@@ -156,11 +156,6 @@ pub async fn fetch(
     }
     broker.wait_for_data(&reader, offset, bounds.wait).await;
     drop(slot);
-    let audit = ReadAudit {
-        caller,
-        origin,
-        topic,
-    };
     let stats = &state.http_stats;
     match format {
         Format::Ndjson => {
