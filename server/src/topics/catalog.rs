@@ -464,16 +464,18 @@ impl Catalog {
         topic: Arc<Topic>,
         updates: &BTreeMap<String, Value>,
     ) -> Result<Arc<Topic>, CatalogError> {
-        let name = topic.name().to_string();
-        let name = name.as_str();
         let mut config = topic.config();
         config.apply(updates)?;
+        if config == topic.config() {
+            // Nothing changes (a repeated update, or the server's own settings at a start).
+            return Ok(topic);
+        }
         let file = self.topic_file(&topic, topic.partition_count(), &config);
         self.write_topic_file(&topic.dir, &file).await?;
         for partition in topic.partitions() {
             if let Err(error) = partition.set_config(log_config(&config)) {
                 // TopicConfig validation bounds every LogConfig field, so this is a bug.
-                tracing::error!(%error, topic = name, "partition refused validated settings");
+                tracing::error!(%error, topic = topic.name(), "partition refused validated settings");
             }
         }
         *topic.config.write() = config;
