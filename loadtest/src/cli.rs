@@ -45,6 +45,10 @@ pub enum Command {
         dir: PathBuf,
         #[arg(long, default_value_t = 2.0)]
         duration_s: f64,
+        /// Writes per second on a fixed schedule, latency counted from each write's due time
+        /// (default: back to back).
+        #[arg(long)]
+        rate: Option<f64>,
     },
     /// Prints two result files side by side with the ratio B / A.
     Compare { a: PathBuf, b: PathBuf },

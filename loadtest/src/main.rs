@@ -43,11 +43,13 @@ async fn main() -> anyhow::Result<()> {
             bytes,
             dir,
             duration_s,
+            rate,
         } => {
             let disk = disk::measure(
                 &dir,
                 bytes as u64,
                 std::time::Duration::from_secs_f64(duration_s),
+                rate,
             )?;
             println!("{}", serde_json::to_string(&disk)?);
             return Ok(());

@@ -1,9 +1,20 @@
 //! The no-storage HTTP server: the same routes and answer shapes as Strata's produce path,
 //! answered without storing anything, on the same HTTP stack (axum, hyper). What a request
 //! costs in transport alone: the ceiling a storing server is measured against.
+//!
+//! Its durable variant appends each produce body to one file and fdatasyncs it on the worker
+//! thread before answering: the least any HTTP server that makes every request durable can do,
+//! with no offsets, no validation, no group commit and no thread hand-off. Adding the
+//! no-storage round trip and a separate write + fdatasync assumes the two costs do not meet;
+//! on a machine whose two cores run the generator, the server and the disk's completions, they
+//! do, and this variant measures what they cost together.
 
+use std::fs::File;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::os::unix::fs::FileExt as _;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
@@ -24,6 +35,33 @@ pub struct NullServer {
 #[derive(Default)]
 struct Counters {
     next_offset: AtomicU64,
+    /// Set for the durable variant: where bodies are appended.
+    durable: Option<DurableFile>,
+}
+
+/// The durable variant's log: one scratch file written at its end.
+struct DurableFile {
+    /// The file and its written length; one writer at a time, as one partition.
+    file: Mutex<(File, u64)>,
+}
+
+impl DurableFile {
+    /// Appends `body` and waits for fdatasync, on this thread.
+    fn append(&self, body: &[u8]) -> std::io::Result<()> {
+        let mut guard = self
+            .file
+            .lock()
+            .map_err(|_| std::io::Error::other("durable file lock poisoned"))?;
+        let (file, end) = &mut *guard;
+        file.write_all_at(body, *end)?;
+        file.sync_data()?;
+        *end += body.len() as u64;
+        // Stay bounded, as the disk baseline does (a log would roll segments).
+        if *end > 1 << 30 {
+            *end = 0;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]
@@ -31,7 +69,7 @@ struct AnswerQuery {
     answer: Option<String>,
 }
 
-fn router() -> Router {
+fn router(durable: Option<DurableFile>) -> Router {
     Router::new()
         .route("/v1/topics", post(|| async { (StatusCode::CREATED, "{}") }))
         .route(
@@ -47,7 +85,10 @@ fn router() -> Router {
             "/v1/topics/{topic}/partitions/{partition}/offsets",
             get(|| async { axum::Json(json!({"earliest": 0, "latest": 0, "log_end": 0})) }),
         )
-        .with_state(Arc::new(Counters::default()))
+        .with_state(Arc::new(Counters {
+            next_offset: AtomicU64::new(0),
+            durable,
+        }))
 }
 
 async fn produce_topic(
@@ -82,8 +123,12 @@ fn answer(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    if let Some(durable) = &counters.durable
+        && let Err(error) = durable.append(body)
+    {
+        return (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
+    }
     let base = counters.next_offset.fetch_add(records, Ordering::Relaxed);
-    let _ = body.len();
     let answer = if query.answer.as_deref() == Some("compact") {
         json!({"partitions": [{"partition": partition, "base_offset": base, "record_count": records}], "duplicate": false})
     } else {
@@ -98,6 +143,25 @@ fn answer(
 /// Starts the server on 127.0.0.1 on its own two-thread runtime (as a server process would
 /// have), so it does not share the generator's threads.
 pub fn spawn() -> anyhow::Result<NullServer> {
+    spawn_with(None)
+}
+
+/// Starts the durable variant, appending bodies to a scratch file in `dir` (removed when the
+/// process ends or the server's runtime stops).
+pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
+    let file = tempfile::Builder::new()
+        .prefix(".strata-loadtest-durable")
+        .tempfile_in(dir)
+        .with_context(|| format!("a scratch file in {}", dir.display()))?;
+    // The path goes now; the open handle keeps the file until the server's runtime ends.
+    let (file, path) = file.keep().context("keeping the scratch file")?;
+    std::fs::remove_file(&path).context("unlinking the scratch file")?;
+    spawn_with(Some(DurableFile {
+        file: Mutex::new((file, 0)),
+    }))
+}
+
+fn spawn_with(durable: Option<DurableFile>) -> anyhow::Result<NullServer> {
     let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<SocketAddr>>();
     std::thread::spawn(move || {
         let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -120,7 +184,7 @@ pub fn spawn() -> anyhow::Result<NullServer> {
                 }
             };
             let _ = tx.send(listener.local_addr().map_err(Into::into));
-            let _ = axum::serve(listener.tap_io(nodelay), router()).await;
+            let _ = axum::serve(listener.tap_io(nodelay), router(durable)).await;
         });
     });
     let addr = rx.recv()??;
@@ -133,10 +197,29 @@ pub fn spawn() -> anyhow::Result<NullServer> {
 pub async fn serve(listen: SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener.tap_io(nodelay), router()).await?;
+    axum::serve(listener.tap_io(nodelay), router(None)).await?;
     Ok(())
 }
 
 fn nodelay(stream: &mut tokio::net::TcpStream) {
     let _ = stream.set_nodelay(true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    #[test]
+    fn the_durable_variant_appends_bodies_in_order() {
+        let mut scratch = tempfile::tempfile().expect("scratch file");
+        let durable = DurableFile {
+            file: Mutex::new((scratch.try_clone().expect("clone"), 0)),
+        };
+        durable.append(b"first,").expect("appended");
+        durable.append(b"second").expect("appended");
+        let mut text = String::new();
+        scratch.read_to_string(&mut text).expect("read back");
+        assert_eq!(text, "first,second");
+    }
 }

@@ -68,6 +68,9 @@ fn named_series(report: &Report) -> Vec<(&'static str, &Summary)> {
     }
     if let Some(b) = &report.baselines {
         series.push(("no-storage server", &b.null_server));
+        if let Some(durable) = &b.durable_server {
+            series.push(("durable no-storage server", durable));
+        }
     }
     series
 }

@@ -50,6 +50,10 @@ pub struct Report {
 pub struct Baselines {
     /// The same producers against the no-storage server.
     pub null_server: Summary,
+    /// The same producers against the durable no-storage server (body appended and
+    /// fdatasynced before the answer). Absent in results of older versions.
+    #[serde(default)]
+    pub durable_server: Option<Summary>,
     /// write + fdatasync of one request's stored bytes.
     pub disk: DiskSummary,
 }
@@ -177,6 +181,23 @@ impl Report {
             "produce requests/s / no-storage server requests/s",
         );
         push(
+            "produce_p99_over_transport_plus_disk_p99",
+            produce.latency_ms.p99 / (null.latency_ms.p99 + disk.latency_ms.p99),
+            "produce p99 / (no-storage p99 + write+fdatasync p99, paced as the producers)",
+        );
+        if let Some(durable) = &baselines.durable_server {
+            push(
+                "produce_mean_over_durable_server",
+                produce.latency_ms.mean / durable.latency_ms.mean,
+                "time per produce request / the durable no-storage server's (write + fdatasync of the body in its handler)",
+            );
+            push(
+                "produce_p99_over_durable_server_p99",
+                produce.latency_ms.p99 / durable.latency_ms.p99,
+                "produce p99 / the durable no-storage server's p99 under the same load",
+            );
+        }
+        push(
             "produce_bytes_over_disk_bytes",
             produce.mib_per_s / disk.mib_per_s,
             "payload MiB/s / write+fdatasync MiB/s of one request's size, one writer",
@@ -230,6 +251,9 @@ impl Report {
         }
         if let Some(b) = &self.baselines {
             line("no-storage", &b.null_server);
+            if let Some(durable) = &b.durable_server {
+                line("durable no-storage", durable);
+            }
             line(
                 &format!("disk {}B", b.disk.bytes_per_write),
                 &b.disk.summary,

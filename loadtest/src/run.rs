@@ -15,7 +15,7 @@ use crate::consumer::{self, Consumed, Span};
 use crate::payload::Payloads;
 use crate::producer::{self, Produced};
 use crate::report::{Baselines, Report, Workload};
-use crate::stats::Recorder;
+use crate::stats::{Recorder, Summary};
 use crate::verify::{self, Observations, Placed};
 
 /// Counters the progress bar reads.
@@ -554,17 +554,30 @@ async fn read_back(shared: &Arc<Shared>, starts: &[(u64, u64)], ends: &[u64]) ->
 /// request sizes, measured now.
 async fn baselines(context: &Context0, report: &Report) -> anyhow::Result<Baselines> {
     let server = crate::null_server::spawn().context("starting the no-storage server")?;
-    let client = Strata::new(&server.url, None, None)?;
-    let timing = context.measured();
-    let shared = context.shared(client, timing, false);
-    let (recorder, _, _) = run_producers(&shared).await;
-    let measured_s = measured_seconds(&timing, Instant::now());
-    let null_server = recorder.summary(measured_s);
+    let null_server = produce_against(context, &server.url).await?;
+    let durable = crate::null_server::spawn_durable(&context.args.disk_dir)
+        .context("starting the durable no-storage server")?;
+    let durable_server = produce_against(context, &durable.url).await?;
     let request_bytes = report.stored_bytes_per_request(&context.args);
     let disk = crate::disk::measure(
         &context.args.disk_dir,
         request_bytes,
         Duration::from_secs_f64(context.args.duration_s.min(3.0)),
+        context.args.rate,
     )?;
-    Ok(Baselines { null_server, disk })
+    Ok(Baselines {
+        null_server,
+        durable_server: Some(durable_server),
+        disk,
+    })
+}
+
+/// The run's produce load (same producers, schedule and duration) against a baseline server.
+async fn produce_against(context: &Context0, url: &str) -> anyhow::Result<Summary> {
+    let client = Strata::new(url, None, None)?;
+    let timing = context.measured();
+    let shared = context.shared(client, timing, false);
+    let (recorder, _, _) = run_producers(&shared).await;
+    let measured_s = measured_seconds(&timing, Instant::now());
+    Ok(recorder.summary(measured_s))
 }

@@ -216,16 +216,26 @@ fn baselines_ratios_results_plots_and_compare() {
         baselines["disk"]["requests"].as_u64().unwrap_or(0) > 0,
         "{baselines}"
     );
+    assert!(
+        baselines["durable_server"]["requests"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{baselines}"
+    );
     let ratios: Vec<&str> = report["ratios"]
         .as_array()
         .expect("ratios")
         .iter()
         .filter_map(|r| r["name"].as_str())
         .collect();
-    assert!(
-        ratios.contains(&"produce_mean_over_transport_plus_disk"),
-        "{ratios:?}"
-    );
+    for ratio in [
+        "produce_mean_over_transport_plus_disk",
+        "produce_p99_over_transport_plus_disk_p99",
+        "produce_mean_over_durable_server",
+    ] {
+        assert!(ratios.contains(&ratio), "{ratio} missing from {ratios:?}");
+    }
     assert!(report["machine"]["cpus"].as_u64().unwrap_or(0) >= 1);
     assert!(
         report["strata_version"]
