@@ -1,5 +1,10 @@
 //! The disk ceiling: write + fdatasync of one request's bytes at a time, appended to a scratch
 //! file, with std (as the engine's benches do). What an fsync-per-request log cannot beat.
+//!
+//! Like the server (its `cache_window`), the writers here drop the cached copy of durable bytes
+//! more than [`CACHE_WINDOW`] behind the end, so the kernel hands their pages to the next
+//! writes: on a VM that returns free memory to its host, writing into never-touched pages is
+//! slower than the disk, and a baseline that paid for them would not be the ceiling.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt as _;
@@ -16,6 +21,33 @@ pub struct DiskSummary {
     pub bytes_per_write: u64,
     #[serde(flatten)]
     pub summary: Summary,
+}
+
+/// Bytes behind the end of a baseline's file that stay in the page cache (the server's default).
+pub const CACHE_WINDOW: u64 = 64 << 20;
+/// Advice is given in steps of this many bytes.
+const CACHE_STEP: u64 = 1 << 20;
+
+/// Drops the cached pages of `file` from `dropped` up to [`CACHE_WINDOW`] before `end` (bytes
+/// already made durable), and moves `dropped` there. Advice only: a failure changes nothing.
+pub fn drop_cached_behind(file: &std::fs::File, end: u64, dropped: &mut u64) {
+    use std::os::fd::AsRawFd as _;
+    let until = end.saturating_sub(CACHE_WINDOW) / CACHE_STEP * CACHE_STEP;
+    if until < *dropped + CACHE_STEP {
+        return;
+    }
+    let (Ok(offset), Ok(len)) = (
+        libc::off_t::try_from(*dropped),
+        libc::off_t::try_from(until - *dropped),
+    ) else {
+        return;
+    };
+    // SAFETY: posix_fadvise only reads its integer arguments; the fd is open because `file` is
+    // borrowed for the call, and advice never changes the file's contents.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED);
+    }
+    *dropped = until;
 }
 
 /// Times writes of `bytes` each followed by fdatasync for `duration`, in a scratch file in
@@ -38,6 +70,7 @@ pub fn measure(
     let started = Instant::now();
     let mut recorder = Recorder::new(started, duration);
     let mut position = 0u64;
+    let mut dropped = 0u64;
     let mut due = started;
     let interval = rate
         .filter(|rate| *rate > 0.0)
@@ -61,9 +94,11 @@ pub fn measure(
         handle.sync_data().context("disk baseline fdatasync")?;
         recorder.record(Instant::now(), t.elapsed(), 1, bytes);
         position += bytes;
+        drop_cached_behind(&handle, position, &mut dropped);
         // Keep the scratch file bounded (1 GiB): start over, as a log rolls segments.
         if position > 1 << 30 {
             position = 0;
+            dropped = 0;
         }
     }
     Ok(DiskSummary {
@@ -75,6 +110,22 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_behind_the_window_are_advised_in_whole_steps() {
+        let file = tempfile::tempfile().expect("scratch file");
+        let mut dropped = 0;
+        drop_cached_behind(&file, CACHE_WINDOW + CACHE_STEP - 1, &mut dropped);
+        assert_eq!(dropped, 0, "less than a step behind the window");
+        drop_cached_behind(&file, CACHE_WINDOW + 3 * CACHE_STEP + 5, &mut dropped);
+        assert_eq!(dropped, 3 * CACHE_STEP);
+        drop_cached_behind(&file, CACHE_WINDOW + 3 * CACHE_STEP + 9, &mut dropped);
+        assert_eq!(
+            dropped,
+            3 * CACHE_STEP,
+            "never moves back or by less than a step"
+        );
+    }
 
     #[test]
     fn back_to_back_writes_fill_the_duration() {

@@ -41,8 +41,9 @@ struct Counters {
 
 /// The durable variant's log: one scratch file written at its end.
 struct DurableFile {
-    /// The file and its written length; one writer at a time, as one partition.
-    file: Mutex<(File, u64)>,
+    /// The file, its written length and how much of it left the page cache; one writer at a
+    /// time, as one partition.
+    file: Mutex<(File, u64, u64)>,
 }
 
 impl DurableFile {
@@ -52,13 +53,15 @@ impl DurableFile {
             .file
             .lock()
             .map_err(|_| std::io::Error::other("durable file lock poisoned"))?;
-        let (file, end) = &mut *guard;
+        let (file, end, dropped) = &mut *guard;
         file.write_all_at(body, *end)?;
         file.sync_data()?;
         *end += body.len() as u64;
+        crate::disk::drop_cached_behind(file, *end, dropped);
         // Stay bounded, as the disk baseline does (a log would roll segments).
         if *end > 1 << 30 {
             *end = 0;
+            *dropped = 0;
         }
         Ok(())
     }
@@ -157,7 +160,7 @@ pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
     let (file, path) = file.keep().context("keeping the scratch file")?;
     std::fs::remove_file(&path).context("unlinking the scratch file")?;
     spawn_with(Some(DurableFile {
-        file: Mutex::new((file, 0)),
+        file: Mutex::new((file, 0, 0)),
     }))
 }
 
@@ -214,7 +217,7 @@ mod tests {
     fn the_durable_variant_appends_bodies_in_order() {
         let mut scratch = tempfile::tempfile().expect("scratch file");
         let durable = DurableFile {
-            file: Mutex::new((scratch.try_clone().expect("clone"), 0)),
+            file: Mutex::new((scratch.try_clone().expect("clone"), 0, 0)),
         };
         durable.append(b"first,").expect("appended");
         durable.append(b"second").expect("appended");

@@ -27,6 +27,10 @@ pub struct Config {
     /// Disk I/O backend: `auto` (io_uring if the kernel and container allow it), `io_uring`
     /// (refuse to start without it) or `sync` (plain syscalls).
     pub io_backend: IoBackendChoice,
+    /// Bytes at the end of each partition's active segment kept in the page cache; durable
+    /// bytes further behind are dropped from it so the kernel reuses their pages (0: keep
+    /// everything, the kernel decides). See `log::cache_window`.
+    pub page_cache_window_bytes: u64,
     /// Largest HTTP request body accepted (413 beyond).
     pub max_request_bytes: u64,
     /// Most partitions one topic may have.
@@ -161,6 +165,7 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             data_dir: PathBuf::from("./data"),
             io_backend: IoBackendChoice::Auto,
+            page_cache_window_bytes: crate::log::config::DEFAULT_PAGE_CACHE_WINDOW_BYTES,
             max_request_bytes: limits::MAX_REQUEST_BYTES,
             max_partitions_per_topic: limits::MAX_PARTITIONS_PER_TOPIC,
             fetch_max_wait_ms: limits::FETCH_MAX_WAIT_MS,
@@ -220,6 +225,9 @@ pub struct ConfigArgs {
     /// Disk I/O backend: auto, io_uring or sync.
     #[arg(long, env = "STRATA_IO_BACKEND")]
     pub io_backend: Option<IoBackendChoice>,
+    /// Bytes of each active segment's end kept in the page cache (0: all).
+    #[arg(long, env = "STRATA_PAGE_CACHE_WINDOW_BYTES")]
+    pub page_cache_window_bytes: Option<u64>,
     /// Largest request body in bytes.
     #[arg(long, env = "STRATA_MAX_REQUEST_BYTES")]
     pub max_request_bytes: Option<u64>,
@@ -381,6 +389,7 @@ impl Config {
             listen,
             data_dir,
             io_backend,
+            page_cache_window_bytes,
             max_request_bytes,
             max_partitions_per_topic,
             fetch_max_wait_ms,

@@ -99,7 +99,10 @@ pub async fn build_state(
             &data_dir,
             io.clone(),
             Arc::clone(&clock),
-            config.max_partitions_per_topic,
+            crate::topics::catalog::CatalogSettings {
+                max_partitions: config.max_partitions_per_topic,
+                page_cache_window_bytes: config.page_cache_window_bytes,
+            },
         )
         .await?,
     );

@@ -681,6 +681,13 @@ impl Io {
         dispatch!(self.fsync(file, true))
     }
 
+    /// Drops the page-cache copy of a durable byte range (see `log::cache_window`): a hint,
+    /// run on the calling thread because dropping clean pages does not wait for the disk.
+    pub fn drop_cached(&self, file: &IoFile, offset: u64, len: u64) -> Result<(), IoError> {
+        sync::drop_cached(file.std_file(), offset, len)
+            .map_err(|error| IoError::new("fadvise", file.path(), error))
+    }
+
     pub async fn sync_all(&self, file: &IoFile) -> Result<(), IoError> {
         #[cfg(any(test, feature = "test-util"))]
         if let Some(f) = self.fault(faults::FaultKind::Sync) {

@@ -248,3 +248,21 @@ pub(crate) fn pwritev_all(
     }
     Ok(())
 }
+
+/// Asks the kernel to drop the cached pages of `len` bytes at `offset` (`posix_fadvise`
+/// `POSIX_FADV_DONTNEED`). Only clean pages go: the caller passes ranges already made durable.
+pub(crate) fn drop_cached(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
+    let offset = libc::off_t::try_from(offset).map_err(too_big)?;
+    let len = libc::off_t::try_from(len).map_err(too_big)?;
+    // SAFETY: posix_fadvise only reads its integer arguments; the fd is open because `file`
+    // is borrowed for the call, and advice never changes the file's contents.
+    let code =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+    if code == 0 {
+        Ok(())
+    } else {
+        // posix_fadvise returns the error number instead of setting errno.
+        Err(std::io::Error::from_raw_os_error(code))
+    }
+}

@@ -19,6 +19,9 @@ pub const DEFAULT_MAX_ROUND_BYTES: u64 = 16 << 20;
 pub const DEFAULT_APPEND_QUEUE_DEPTH: usize = 4096;
 /// How often an idle writer checks whether its active segment is old enough to roll.
 pub const DEFAULT_ROLL_CHECK_INTERVAL_MS: u64 = 1000;
+/// Bytes at the end of the active segment kept in the page cache; older durable bytes are
+/// dropped from it (see `cache_window`). Enough for consumers that follow the end.
+pub const DEFAULT_PAGE_CACHE_WINDOW_BYTES: u64 = 64 << 20;
 /// Positions in a segment are `u32`; Kafka caps `segment.bytes` at `i32::MAX` as well, which
 /// leaves room for one maximal batch past the limit without leaving `u32`.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -43,6 +46,9 @@ pub struct LogConfig {
     pub append_queue_depth: usize,
     /// Period of the idle-roll check.
     pub roll_check_interval_ms: u64,
+    /// Bytes at the end of the active segment kept in the page cache (0: all, as the
+    /// kernel decides).
+    pub page_cache_window_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -55,6 +61,7 @@ impl Default for LogConfig {
             max_round_bytes: DEFAULT_MAX_ROUND_BYTES,
             append_queue_depth: DEFAULT_APPEND_QUEUE_DEPTH,
             roll_check_interval_ms: DEFAULT_ROLL_CHECK_INTERVAL_MS,
+            page_cache_window_bytes: DEFAULT_PAGE_CACHE_WINDOW_BYTES,
         }
     }
 }

@@ -61,6 +61,7 @@
 
 pub mod batch;
 pub mod batch_error;
+mod cache_window;
 pub mod compaction;
 pub mod compression;
 pub mod config;

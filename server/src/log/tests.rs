@@ -1042,3 +1042,75 @@ async fn leader_rounds_do_not_wait_for_the_fsync_of_the_round_before() {
         assert_eq!(values.len(), 4, "{choice:?}");
     }
 }
+
+/// Bytes of `path` resident in the page cache, from util-linux's `fincore`.
+fn resident_bytes(path: &Path) -> u64 {
+    let output = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(path)
+        .output()
+        .expect("fincore (util-linux) runs");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("fincore prints a byte count")
+}
+
+#[tokio::test]
+async fn durable_bytes_behind_the_cache_window_leave_the_page_cache() {
+    const MIB: u64 = 1 << 20;
+    for (window, acks) in [(MIB, Acks::All), (MIB, Acks::Leader), (0, Acks::All)] {
+        // A directory on the checkout's disk: advice has no effect on tmpfs pages.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let io = start_io(IoBackendChoice::Sync, dir.path());
+        let config = LogConfig {
+            page_cache_window_bytes: window,
+            ..LogConfig::default()
+        };
+        let partition = open(&dir.path().join("p"), &io, config, ManualClock::new(1_000)).await;
+        let mut expected = Vec::new();
+        for i in 0..16u8 {
+            let records: Vec<_> = (0..32).map(|j| record(&[i ^ j; 16 << 10], 1_000)).collect();
+            partition
+                .append(vec![batch_of(&records)], acks)
+                .await
+                .unwrap();
+            expected.extend(records.iter().map(|r| r.value.clone()));
+        }
+        // Pipelined acks=leader rounds become durable after their answers.
+        let end = expected.len() as u64;
+        let mut offsets = partition.subscribe();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            offsets.wait_for(|offsets| offsets.high_watermark == end),
+        )
+        .await
+        .expect("the last round's fdatasync finishes")
+        .expect("the writer is running");
+        let log = dir.path().join("p").join(segment_file_name(0, LOG_SUFFIX));
+        let size = std::fs::metadata(&log).unwrap().len();
+        assert!(size > 8 * MIB, "{size}");
+        let resident = resident_bytes(&log);
+        if window == 0 {
+            assert!(
+                resident > size - MIB,
+                "without a window the kernel keeps it: {resident}"
+            );
+        } else {
+            // The window plus less than one advice step.
+            assert!(
+                resident <= 2 * MIB,
+                "{resident} of {size} bytes still cached"
+            );
+        }
+        // Dropped bytes read back from disk, unchanged.
+        let values: Vec<_> = read_all(&partition, 0)
+            .await
+            .into_iter()
+            .map(|(_, _, v)| v)
+            .collect();
+        assert_eq!(values, expected);
+        partition.close().await.unwrap();
+    }
+}

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{LOG_OVERHEAD, RecordBatch};
+use super::cache_window::CacheWindow;
 use super::compaction::{self, CompactionError, SwapInstaller, swap::SwapPlan};
 use super::error::{AppendError, CloseError, OffsetOutOfRange};
 use super::meta::{PartitionMeta, write_file_atomically, write_meta};
@@ -120,6 +121,7 @@ pub(crate) struct Writer {
     meta: PartitionMeta,
     producers: ProducerState,
     pipeline: Pipeline,
+    cache_window: CacheWindow,
 }
 
 /// Bytes of `acks=leader` rounds that are written but not yet covered by a finished fdatasync.
@@ -160,6 +162,7 @@ impl Writer {
             meta,
             producers,
             pipeline: Pipeline::default(),
+            cache_window: CacheWindow::default(),
         }
     }
 
@@ -476,6 +479,7 @@ impl Writer {
         for (reply, acks) in waiting {
             let _ = reply.send(Ok(acks));
         }
+        self.drop_cached_behind(segment);
         // Index entries of the active segment reach their files when it is sealed or closed:
         // after a crash, recovery rescans the active segment and rebuilds them anyway, so
         // writing them every round would only add I/O to every append.
@@ -541,6 +545,7 @@ impl Writer {
         let interval = self.shared.config.read().index_interval_bytes;
         syncing.segment.publish(&syncing.appended, interval, now);
         self.publish_end(syncing.end_offset, true);
+        self.drop_cached_behind(&syncing.segment);
         if self.pipeline.waiting.is_empty() {
             self.pipeline.tail = None;
         }
@@ -553,6 +558,12 @@ impl Writer {
             let result = (&mut syncing.future).await;
             self.finish_sync(syncing, result);
         }
+    }
+
+    /// Lets the kernel reuse the pages of durable bytes far behind the end (`cache_window`).
+    fn drop_cached_behind(&mut self, segment: &Arc<Segment>) {
+        let window = self.shared.config.read().page_cache_window_bytes;
+        self.cache_window.advance(&self.shared.io, segment, window);
     }
 
     fn publish_end(&self, log_end_offset: u64, durable: bool) {

@@ -204,8 +204,28 @@ pub struct Catalog {
     io: Io,
     clock: Arc<dyn Clock>,
     max_partitions: u32,
+    page_cache_window_bytes: u64,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     changes: tokio::sync::Mutex<()>,
+}
+
+/// The server settings every topic's partitions share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogSettings {
+    /// Most partitions a topic may have.
+    pub max_partitions: u32,
+    /// Bytes at the end of each active segment kept in the page cache (`LogConfig`).
+    pub page_cache_window_bytes: u64,
+}
+
+impl From<u32> for CatalogSettings {
+    /// A partition limit with the engine's other defaults.
+    fn from(max_partitions: u32) -> Self {
+        Self {
+            max_partitions,
+            page_cache_window_bytes: LogConfig::default().page_cache_window_bytes,
+        }
+    }
 }
 
 impl Catalog {
@@ -218,8 +238,9 @@ impl Catalog {
         data_dir: &Path,
         io: Io,
         clock: Arc<dyn Clock>,
-        max_partitions: u32,
+        settings: impl Into<CatalogSettings>,
     ) -> Result<Catalog, CatalogError> {
+        let settings = settings.into();
         let topics_dir = data_dir.join("topics");
         let trash_dir = data_dir.join("trash");
         for dir in [&topics_dir, &trash_dir] {
@@ -231,7 +252,8 @@ impl Catalog {
             trash_dir,
             io,
             clock,
-            max_partitions,
+            max_partitions: settings.max_partitions,
+            page_cache_window_bytes: settings.page_cache_window_bytes,
             topics: RwLock::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
         };
@@ -295,7 +317,7 @@ impl Catalog {
         let dir = topic_dir.join(number.to_string());
         let partition = Partition::open(
             &dir,
-            log_config(config),
+            self.log_config(config),
             self.io.clone(),
             Arc::clone(&self.clock),
         )
@@ -473,7 +495,7 @@ impl Catalog {
         let file = self.topic_file(&topic, topic.partition_count(), &config);
         self.write_topic_file(&topic.dir, &file).await?;
         for partition in topic.partitions() {
-            if let Err(error) = partition.set_config(log_config(&config)) {
+            if let Err(error) = partition.set_config(self.log_config(&config)) {
                 // TopicConfig validation bounds every LogConfig field, so this is a bug.
                 tracing::error!(%error, topic = topic.name(), "partition refused validated settings");
             }
@@ -674,6 +696,16 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
         max_batch_bytes: max_batch_bytes.max(crate::log::batch::BATCH_HEADER_LEN as u64),
         max_round_bytes: defaults.max_round_bytes.max(max_batch_bytes),
         ..defaults
+    }
+}
+
+impl Catalog {
+    /// A topic's engine settings on this server.
+    fn log_config(&self, config: &TopicConfig) -> LogConfig {
+        LogConfig {
+            page_cache_window_bytes: self.page_cache_window_bytes,
+            ..log_config(config)
+        }
     }
 }
 
