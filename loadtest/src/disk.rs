@@ -24,7 +24,7 @@ pub struct DiskSummary {
 }
 
 /// Bytes behind the end of a baseline's file that stay in the page cache (the server's default).
-pub const CACHE_WINDOW: u64 = 64 << 20;
+pub const CACHE_WINDOW: u64 = 8 << 20;
 /// Advice is given in steps of this many bytes.
 const CACHE_STEP: u64 = 1 << 20;
 

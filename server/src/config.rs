@@ -29,8 +29,9 @@ pub struct Config {
     pub io_backend: IoBackendChoice,
     /// Bytes at the end of each partition's active segment kept in the page cache; durable
     /// bytes further behind are dropped from it so the kernel reuses their pages (0: keep
-    /// everything, the kernel decides). See `log::cache_window`.
-    pub page_cache_window_bytes: u64,
+    /// everything, the kernel decides). Unset: 8 MiB on a VM that reports free pages to its
+    /// host, else 0 (`io::free_page_reporting`, ADR 0014).
+    pub page_cache_window_bytes: Option<u64>,
     /// Largest HTTP request body accepted (413 beyond).
     pub max_request_bytes: u64,
     /// Most partitions one topic may have.
@@ -165,7 +166,7 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             data_dir: PathBuf::from("./data"),
             io_backend: IoBackendChoice::Auto,
-            page_cache_window_bytes: crate::log::config::DEFAULT_PAGE_CACHE_WINDOW_BYTES,
+            page_cache_window_bytes: None,
             max_request_bytes: limits::MAX_REQUEST_BYTES,
             max_partitions_per_topic: limits::MAX_PARTITIONS_PER_TOPIC,
             fetch_max_wait_ms: limits::FETCH_MAX_WAIT_MS,
@@ -389,7 +390,6 @@ impl Config {
             listen,
             data_dir,
             io_backend,
-            page_cache_window_bytes,
             max_request_bytes,
             max_partitions_per_topic,
             fetch_max_wait_ms,
@@ -435,6 +435,9 @@ impl Config {
             produce_bytes_per_second => quota_produce_bytes_per_second,
             fetch_bytes_per_second => quota_fetch_bytes_per_second
         );
+        if let Some(bytes) = args.page_cache_window_bytes {
+            config.page_cache_window_bytes = Some(bytes);
+        }
         config.validate()?;
         Ok(config)
     }

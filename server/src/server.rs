@@ -101,7 +101,7 @@ pub async fn build_state(
             Arc::clone(&clock),
             crate::topics::catalog::CatalogSettings {
                 max_partitions: config.max_partitions_per_topic,
-                page_cache_window_bytes: config.page_cache_window_bytes,
+                page_cache_window_bytes: page_cache_window(config.page_cache_window_bytes),
             },
         )
         .await?,
@@ -443,6 +443,21 @@ pub async fn run_with(
 /// First value of the sticky-partition seed: keyless records of successive requests go to
 /// successive pseudo-random partitions.
 const STICKY_SEED: u64 = 0x5eed;
+
+/// The configured page-cache window, or the machine's default (ADR 0014): the window only pays
+/// where freed memory goes back to the host.
+fn page_cache_window(configured: Option<u64>) -> u64 {
+    let (bytes, why) = match configured {
+        Some(bytes) => (bytes, "configured"),
+        None if crate::io::free_page_reporting::active() => (
+            crate::log::config::DEFAULT_PAGE_CACHE_WINDOW_BYTES,
+            "free page reporting: new pages are slow here, reuse them",
+        ),
+        None => (0, "no free page reporting: the kernel keeps what it can"),
+    };
+    tracing::info!(bytes, why, "page-cache window of active segments");
+    bytes
+}
 
 #[cfg(test)]
 mod tests {

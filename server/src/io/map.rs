@@ -13,7 +13,6 @@
 //! which have been written (and the file is never truncated below a live slice).
 
 use std::ops::Range;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -148,18 +147,9 @@ impl MappedFile {
 /// cache (sync the file first, dirty pages are not dropped). Per-file and safe in CI, for
 /// cold-read tests.
 pub fn evict_page_cache(file: &IoFile) -> Result<(), IoError> {
-    // SAFETY: posix_fadvise takes no pointers; the fd is open while `file` is borrowed.
-    let rc = unsafe {
-        libc::posix_fadvise(file.std_file().as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
-    };
-    if rc != 0 {
-        return Err(IoError::new(
-            "posix_fadvise",
-            file.path(),
-            std::io::Error::from_raw_os_error(rc),
-        ));
-    }
-    Ok(())
+    // A length of 0 means "to the end of the file".
+    super::sync::drop_cached(file.std_file(), 0, 0)
+        .map_err(|error| IoError::new("posix_fadvise", file.path(), error))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 
 #[cfg(any(test, feature = "test-util"))]
 mod faults;
+pub mod free_page_reporting;
 mod inline;
 pub mod map;
 mod probe;

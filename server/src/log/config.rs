@@ -21,7 +21,7 @@ pub const DEFAULT_APPEND_QUEUE_DEPTH: usize = 4096;
 pub const DEFAULT_ROLL_CHECK_INTERVAL_MS: u64 = 1000;
 /// Bytes at the end of the active segment kept in the page cache; older durable bytes are
 /// dropped from it (see `cache_window`). Enough for consumers that follow the end.
-pub const DEFAULT_PAGE_CACHE_WINDOW_BYTES: u64 = 64 << 20;
+pub const DEFAULT_PAGE_CACHE_WINDOW_BYTES: u64 = 8 << 20;
 /// Positions in a segment are `u32`; Kafka caps `segment.bytes` at `i32::MAX` as well, which
 /// leaves room for one maximal batch past the limit without leaving `u32`.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
