@@ -18,6 +18,7 @@ mod internal_topics;
 mod kafka_compat;
 mod legal_holds;
 mod observability;
+mod page_cache;
 mod produce_fetch;
 mod read_audit;
 mod readme;
