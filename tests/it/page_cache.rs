@@ -1,26 +1,10 @@
 //! The page-cache window (ADR 0014) as an operator sets it: `--page-cache-window-bytes` on a
-//! real server, checked against what the kernel holds of the segment file (`fincore`).
-
-use std::path::Path;
+//! real server, checked against what the kernel holds of the segment file (`mincore`).
 
 use serde_json::{Value, json};
 use strata_tests::{Api, Server, ServerOptions};
 
 const MIB: u64 = 1 << 20;
-
-/// Bytes of `path` resident in the page cache, from util-linux's `fincore`.
-fn resident_bytes(path: &Path) -> u64 {
-    let output = std::process::Command::new("fincore")
-        .args(["--bytes", "--noheadings", "--output", "RES"])
-        .arg(path)
-        .output()
-        .expect("fincore (util-linux) runs");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .expect("fincore prints a byte count")
-}
 
 /// Produces about 9 MiB (18 requests of 512 KiB) to partition 0 of a new topic; returns the values in order.
 async fn fill(api: &Api) -> Vec<Value> {
@@ -54,7 +38,7 @@ async fn the_window_setting_bounds_what_the_page_cache_keeps_of_the_log() {
         let log = data.path().join("topics/cached/0/00000000000000000000.log");
         let size = std::fs::metadata(&log).unwrap().len();
         assert!(size > 8 * MIB, "{size} bytes written");
-        let resident = resident_bytes(&log);
+        let resident = strata_server::io::map::resident_bytes(&log).unwrap();
         if bounded {
             assert!(
                 resident <= 2 * MIB,

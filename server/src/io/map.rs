@@ -96,11 +96,18 @@ impl MappedFile {
     /// `mincore(2)` over the pages covering `range`: true iff all are resident. An empty range is
     /// resident; a range outside the mapping is not.
     pub fn is_resident(&self, range: Range<usize>) -> bool {
+        self.resident_pages(range)
+            .is_some_and(|(resident, pages)| resident == pages)
+    }
+
+    /// `mincore(2)` over the pages covering `range`: how many of them are resident, and how many
+    /// there are. `None` for a range outside the mapping (or a failed call).
+    pub fn resident_pages(&self, range: Range<usize>) -> Option<(usize, usize)> {
         if range.start >= range.end {
-            return true;
+            return Some((0, 0));
         }
         if range.end > self.len() {
-            return false;
+            return None;
         }
         let page = page_size();
         let start = range.start / page * page;
@@ -117,7 +124,7 @@ impl MappedFile {
                 vec.as_mut_ptr(),
             )
         };
-        rc == 0 && vec.iter().all(|v| v & 1 == 1)
+        (rc == 0).then(|| (vec.iter().filter(|v| *v & 1 == 1).count(), pages))
     }
 
     /// `madvise(MADV_SEQUENTIAL)`: aggressive read-ahead for cold sequential fetches.
@@ -141,6 +148,27 @@ impl MappedFile {
             tracing::debug!(error = %e, "madvise(MADV_WILLNEED) failed");
         }
     }
+}
+
+/// Bytes of the file at `path` in the page cache, in whole pages: what tests of the page-cache
+/// window check. Maps the file without touching it, so looking changes nothing.
+///
+/// # Errors
+/// The file cannot be opened, mapped or asked.
+#[cfg(any(test, feature = "test-util"))]
+pub fn resident_bytes(path: &std::path::Path) -> Result<u64, IoError> {
+    let file = std::fs::File::open(path).map_err(|e| IoError::new("open", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| IoError::new("stat", path, e))?
+        .len();
+    let len = usize::try_from(len)
+        .map_err(|_| IoError::new("mmap", path, std::io::Error::from_raw_os_error(libc::EFBIG)))?;
+    let map = MappedFile::map(&IoFile::new(file, path), len)?;
+    let (resident, _) = map
+        .resident_pages(0..len)
+        .ok_or_else(|| IoError::new("mincore", path, std::io::Error::last_os_error()))?;
+    Ok((resident * page_size()) as u64)
 }
 
 /// `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file: drops its clean pages from the page

@@ -1043,20 +1043,6 @@ async fn leader_rounds_do_not_wait_for_the_fsync_of_the_round_before() {
     }
 }
 
-/// Bytes of `path` resident in the page cache, from util-linux's `fincore`.
-fn resident_bytes(path: &Path) -> u64 {
-    let output = std::process::Command::new("fincore")
-        .args(["--bytes", "--noheadings", "--output", "RES"])
-        .arg(path)
-        .output()
-        .expect("fincore (util-linux) runs");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .expect("fincore prints a byte count")
-}
-
 #[tokio::test]
 async fn durable_bytes_behind_the_cache_window_leave_the_page_cache() {
     const MIB: u64 = 1 << 20;
@@ -1091,7 +1077,7 @@ async fn durable_bytes_behind_the_cache_window_leave_the_page_cache() {
         let log = dir.path().join("p").join(segment_file_name(0, LOG_SUFFIX));
         let size = std::fs::metadata(&log).unwrap().len();
         assert!(size > 8 * MIB, "{size}");
-        let resident = resident_bytes(&log);
+        let resident = crate::io::map::resident_bytes(&log).unwrap();
         if window == 0 {
             assert!(
                 resident > size - MIB,
