@@ -28,9 +28,48 @@ pub const CACHE_WINDOW: u64 = 8 << 20;
 /// Advice is given in steps of this many bytes.
 const CACHE_STEP: u64 = 1 << 20;
 
+/// A scratch file written at its end, as a log is: what the disk baseline and the durable
+/// no-storage server write to.
+pub struct ScratchLog {
+    file: std::fs::File,
+    /// Where the next write goes.
+    end: u64,
+    /// How much of the file left the page cache.
+    dropped: u64,
+}
+
+impl ScratchLog {
+    /// A log in `file`, written from its start.
+    pub fn new(file: std::fs::File) -> Self {
+        Self {
+            file,
+            end: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Writes `bytes` at the end and waits for fdatasync.
+    pub fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all_at(bytes, self.end)?;
+        self.file.sync_data()?;
+        self.end += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// After appends: drops the cached pages [`CACHE_WINDOW`] behind the end, and starts over
+    /// at 1 GiB so the file stays bounded (as a log rolls segments).
+    pub fn release_behind(&mut self) {
+        drop_cached_behind(&self.file, self.end, &mut self.dropped);
+        if self.end > 1 << 30 {
+            self.end = 0;
+            self.dropped = 0;
+        }
+    }
+}
+
 /// Drops the cached pages of `file` from `dropped` up to [`CACHE_WINDOW`] before `end` (bytes
 /// already made durable), and moves `dropped` there. Advice only: a failure changes nothing.
-pub fn drop_cached_behind(file: &std::fs::File, end: u64, dropped: &mut u64) {
+fn drop_cached_behind(file: &std::fs::File, end: u64, dropped: &mut u64) {
     use std::os::fd::AsRawFd as _;
     let until = end.saturating_sub(CACHE_WINDOW) / CACHE_STEP * CACHE_STEP;
     if until < *dropped + CACHE_STEP {
@@ -65,12 +104,10 @@ pub fn measure(
         .prefix(".strata-loadtest-disk")
         .tempfile_in(dir)
         .with_context(|| format!("a scratch file in {}", dir.display()))?;
-    let handle = OpenOptions::new().write(true).open(file.path())?;
+    let mut log = ScratchLog::new(OpenOptions::new().write(true).open(file.path())?);
     let buffer: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
     let started = Instant::now();
     let mut recorder = Recorder::new(started, duration);
-    let mut position = 0u64;
-    let mut dropped = 0u64;
     let mut due = started;
     let interval = rate
         .filter(|rate| *rate > 0.0)
@@ -88,18 +125,10 @@ pub fn measure(
             }
             None => Instant::now(),
         };
-        handle
-            .write_all_at(&buffer, position)
-            .context("disk baseline write")?;
-        handle.sync_data().context("disk baseline fdatasync")?;
+        log.append(&buffer)
+            .context("disk baseline write + fdatasync")?;
         recorder.record(Instant::now(), t.elapsed(), 1, bytes);
-        position += bytes;
-        drop_cached_behind(&handle, position, &mut dropped);
-        // Keep the scratch file bounded (1 GiB): start over, as a log rolls segments.
-        if position > 1 << 30 {
-            position = 0;
-            dropped = 0;
-        }
+        log.release_behind();
     }
     Ok(DiskSummary {
         bytes_per_write: bytes,

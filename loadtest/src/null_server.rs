@@ -9,12 +9,12 @@
 //! on a machine whose two cores run the generator, the server and the disk's completions, they
 //! do, and this variant measures what they cost together.
 
-use std::fs::File;
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt as _;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
+
+use crate::disk::ScratchLog;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
@@ -39,30 +39,20 @@ struct Counters {
     durable: Option<DurableFile>,
 }
 
-/// The durable variant's log: one scratch file written at its end.
+/// The durable variant's log; one writer at a time, as one partition.
 struct DurableFile {
-    /// The file, its written length and how much of it left the page cache; one writer at a
-    /// time, as one partition.
-    file: Mutex<(File, u64, u64)>,
+    log: Mutex<ScratchLog>,
 }
 
 impl DurableFile {
     /// Appends `body` and waits for fdatasync, on this thread.
     fn append(&self, body: &[u8]) -> std::io::Result<()> {
-        let mut guard = self
-            .file
+        let mut log = self
+            .log
             .lock()
             .map_err(|_| std::io::Error::other("durable file lock poisoned"))?;
-        let (file, end, dropped) = &mut *guard;
-        file.write_all_at(body, *end)?;
-        file.sync_data()?;
-        *end += body.len() as u64;
-        crate::disk::drop_cached_behind(file, *end, dropped);
-        // Stay bounded, as the disk baseline does (a log would roll segments).
-        if *end > 1 << 30 {
-            *end = 0;
-            *dropped = 0;
-        }
+        log.append(body)?;
+        log.release_behind();
         Ok(())
     }
 }
@@ -160,7 +150,7 @@ pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
     let (file, path) = file.keep().context("keeping the scratch file")?;
     std::fs::remove_file(&path).context("unlinking the scratch file")?;
     spawn_with(Some(DurableFile {
-        file: Mutex::new((file, 0, 0)),
+        log: Mutex::new(ScratchLog::new(file)),
     }))
 }
 
@@ -217,7 +207,7 @@ mod tests {
     fn the_durable_variant_appends_bodies_in_order() {
         let mut scratch = tempfile::tempfile().expect("scratch file");
         let durable = DurableFile {
-            file: Mutex::new((scratch.try_clone().expect("clone"), 0, 0)),
+            log: Mutex::new(ScratchLog::new(scratch.try_clone().expect("clone"))),
         };
         durable.append(b"first,").expect("appended");
         durable.append(b"second").expect("appended");
