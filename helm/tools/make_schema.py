@@ -45,6 +45,7 @@ ACL = strict({
 CONFIG = strict({
     "io_backend": {"enum": ["auto", "io_uring", "sync"]},
     "page_cache_window_bytes": INT,
+    "segment_preallocate_bytes": INT,
     "max_request_bytes": POS,
     "max_partitions_per_topic": {"type": "integer", "minimum": 1, "maximum": 4294967295},
     "fetch_max_wait_ms": INT,

@@ -32,6 +32,10 @@ pub struct Config {
     /// everything, the kernel decides). Unset: 8 MiB on a VM that reports free pages to its
     /// host, else 0 (`io::free_page_reporting`, ADR 0014).
     pub page_cache_window_bytes: Option<u64>,
+    /// Bytes reserved at a time (`fallocate`) ahead of each partition's active segment, so an
+    /// fdatasync inside them skips the file-system journal commit an append needs; also the
+    /// most disk space an active segment holds beyond its data (0: no reservation).
+    pub segment_preallocate_bytes: u64,
     /// Largest HTTP request body accepted (413 beyond).
     pub max_request_bytes: u64,
     /// Most partitions one topic may have.
@@ -167,6 +171,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             io_backend: IoBackendChoice::Auto,
             page_cache_window_bytes: None,
+            segment_preallocate_bytes: crate::log::config::DEFAULT_SEGMENT_PREALLOCATE_BYTES,
             max_request_bytes: limits::MAX_REQUEST_BYTES,
             max_partitions_per_topic: limits::MAX_PARTITIONS_PER_TOPIC,
             fetch_max_wait_ms: limits::FETCH_MAX_WAIT_MS,
@@ -229,6 +234,9 @@ pub struct ConfigArgs {
     /// Bytes of each active segment's end kept in the page cache (0: all).
     #[arg(long, env = "STRATA_PAGE_CACHE_WINDOW_BYTES")]
     pub page_cache_window_bytes: Option<u64>,
+    /// Bytes reserved at a time ahead of each active segment's writes (0: none).
+    #[arg(long, env = "STRATA_SEGMENT_PREALLOCATE_BYTES")]
+    pub segment_preallocate_bytes: Option<u64>,
     /// Largest request body in bytes.
     #[arg(long, env = "STRATA_MAX_REQUEST_BYTES")]
     pub max_request_bytes: Option<u64>,
@@ -437,6 +445,9 @@ impl Config {
         );
         if let Some(bytes) = args.page_cache_window_bytes {
             config.page_cache_window_bytes = Some(bytes);
+        }
+        if let Some(bytes) = args.segment_preallocate_bytes {
+            config.segment_preallocate_bytes = bytes;
         }
         config.validate()?;
         Ok(config)

@@ -102,6 +102,7 @@ pub async fn build_state(
             crate::topics::catalog::CatalogSettings {
                 max_partitions: config.max_partitions_per_topic,
                 page_cache_window_bytes: page_cache_window(config.page_cache_window_bytes),
+                segment_preallocate_bytes: config.segment_preallocate_bytes,
             },
         )
         .await?,

@@ -19,6 +19,7 @@ mod kafka_compat;
 mod legal_holds;
 mod observability;
 mod page_cache;
+mod preallocation;
 mod produce_fetch;
 mod read_audit;
 mod readme;

@@ -22,6 +22,7 @@ pub(crate) enum FaultKind {
     Sync,
     Read,
     Open,
+    Allocate,
 }
 
 /// A consumed rule: fail with `errno`, after really writing `written_before` bytes (writes only).
@@ -86,6 +87,11 @@ impl FaultPlan {
     /// The next `count` reads fail with `errno` (`u32::MAX`: all).
     pub fn fail_reads(&self, errno: i32, count: u32) -> &Self {
         self.push(FaultKind::Read, errno, 0, count)
+    }
+
+    /// The next `count` reservations (`Io::allocate`) fail with `errno` (`u32::MAX`: all).
+    pub fn fail_allocations(&self, errno: i32, count: u32) -> &Self {
+        self.push(FaultKind::Allocate, errno, 0, count)
     }
 
     /// The next `count` opens fail with `errno` (`u32::MAX`: all).

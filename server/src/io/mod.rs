@@ -225,10 +225,11 @@ pub enum IoOp {
     FileLen,
     Rename,
     Remove,
+    Allocate,
 }
 
 impl IoOp {
-    pub const ALL: [IoOp; 9] = [
+    pub const ALL: [IoOp; 10] = [
         IoOp::Open,
         IoOp::Write,
         IoOp::SyncData,
@@ -238,6 +239,7 @@ impl IoOp {
         IoOp::FileLen,
         IoOp::Rename,
         IoOp::Remove,
+        IoOp::Allocate,
     ];
 
     /// Metric label, e.g. `"writev"`.
@@ -252,6 +254,7 @@ impl IoOp {
             IoOp::FileLen => "statx",
             IoOp::Rename => "rename",
             IoOp::Remove => "unlink",
+            IoOp::Allocate => "fallocate",
         }
     }
 
@@ -267,7 +270,7 @@ impl IoOp {
 /// counts one `Open` and one `SyncAll`). Failed operations count in `errors`.
 #[derive(Debug, Default)]
 pub struct IoStats {
-    ops: [AtomicU64; 9],
+    ops: [AtomicU64; IoOp::ALL.len()],
     errors: AtomicU64,
     /// Failed operations by the name the error carries (`fdatasync`, `writev`, ...); errors
     /// are rare, so a locked map costs nothing on the paths that succeed.
@@ -717,6 +720,17 @@ impl Io {
 
     pub async fn file_len(&self, file: &IoFile) -> Result<u64, IoError> {
         dispatch!(self.file_len(file))
+    }
+
+    /// `fallocate(2)` with mode 0: reserves `[offset, offset + len)` as unwritten extents and
+    /// grows the file to cover it, so later writes inside it change neither the size nor the
+    /// block map (see `log/preallocate.rs`). The new bytes read as zeros.
+    pub async fn allocate(&self, file: &IoFile, offset: u64, len: u64) -> Result<(), IoError> {
+        #[cfg(any(test, feature = "test-util"))]
+        if let Some(f) = self.fault(faults::FaultKind::Allocate) {
+            return Err(self.injected("fallocate", file.path(), f.errno));
+        }
+        dispatch!(self.allocate(file, offset, len))
     }
 
     /// `rename(2)`; the error's path is `from`. Follow with [`Io::sync_dir`] for durability.

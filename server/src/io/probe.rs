@@ -30,7 +30,7 @@ pub(crate) enum Verdict {
 const PROBE_DATA: &[u8] = b"strata io_uring probe\n";
 
 /// Opcodes the driver needs (`FTRUNCATE` is optional: Linux >= 6.9).
-const REQUIRED: [(u8, &str); 7] = [
+const REQUIRED: [(u8, &str); 8] = [
     (opcode::Writev::CODE, "WRITEV"),
     (opcode::Read::CODE, "READ"),
     (opcode::Fsync::CODE, "FSYNC"),
@@ -38,6 +38,7 @@ const REQUIRED: [(u8, &str); 7] = [
     (opcode::Statx::CODE, "STATX"),
     (opcode::RenameAt::CODE, "RENAMEAT"),
     (opcode::UnlinkAt::CODE, "UNLINKAT"),
+    (opcode::Fallocate::CODE, "FALLOCATE"),
 ];
 
 fn fix_hint(errno: i32) -> &'static str {

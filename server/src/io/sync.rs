@@ -155,6 +155,21 @@ impl SyncIo {
         .await
     }
 
+    pub(crate) async fn allocate(
+        &self,
+        file: &IoFile,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), IoError> {
+        let f = file.clone();
+        self.run("fallocate", file.path(), move |stats| {
+            allocate(f.std_file(), offset, len)?;
+            stats.op_done(IoOp::Allocate);
+            Ok(())
+        })
+        .await
+    }
+
     pub(crate) async fn file_len(&self, file: &IoFile) -> Result<u64, IoError> {
         let f = file.clone();
         self.run("file_len", file.path(), move |stats| {
@@ -251,6 +266,25 @@ pub(crate) fn pwritev_all(
 
 /// Asks the kernel to drop the cached pages of `len` bytes at `offset` (`posix_fadvise`
 /// `POSIX_FADV_DONTNEED`). Only clean pages go: the caller passes ranges already made durable.
+/// `fallocate(fd, 0, offset, len)`, retried on EINTR.
+fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
+    let offset = libc::off_t::try_from(offset).map_err(too_big)?;
+    let len = libc::off_t::try_from(len).map_err(too_big)?;
+    loop {
+        // SAFETY: fallocate only reads its integer arguments; the fd is open because `file` is
+        // borrowed for the call. Mode 0 never changes bytes that are already in the file.
+        let code = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
+        if code == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 pub(crate) fn drop_cached(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
     let offset = libc::off_t::try_from(offset).map_err(too_big)?;

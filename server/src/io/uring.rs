@@ -100,6 +100,11 @@ pub(crate) enum Req {
         file: IoFile,
         len: u64,
     },
+    Allocate {
+        file: IoFile,
+        offset: u64,
+        len: u64,
+    },
     Len {
         file: IoFile,
     },
@@ -297,6 +302,23 @@ impl UringIo {
             .map_err(|f| IoError::new(f.op, file.path(), f.err))
     }
 
+    pub(crate) async fn allocate(
+        &self,
+        file: &IoFile,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), IoError> {
+        let req = Req::Allocate {
+            file: file.clone(),
+            offset,
+            len,
+        };
+        self.call(req)
+            .await
+            .map(drop)
+            .map_err(|f| IoError::new(f.op, file.path(), f.err))
+    }
+
     pub(crate) async fn file_len(&self, file: &IoFile) -> Result<u64, IoError> {
         let req = Req::Len { file: file.clone() };
         match self
@@ -368,6 +390,11 @@ enum State {
         file: IoFile,
         len: u64,
     },
+    Allocate {
+        file: IoFile,
+        offset: u64,
+        len: u64,
+    },
     Statx {
         file: IoFile,
         empty: CString,
@@ -431,6 +458,7 @@ impl State {
                 buf,
             },
             Req::Truncate { file, len } => State::Truncate { file, len },
+            Req::Allocate { file, offset, len } => State::Allocate { file, offset, len },
             Req::Len { file } => State::Statx {
                 file,
                 empty: CString::default(),
@@ -521,6 +549,12 @@ impl State {
             State::Truncate { file, len } => {
                 Step::Submit(opcode::Ftruncate::new(types::Fd(file.fd()), *len).build())
             }
+            State::Allocate { file, offset, len } => Step::Submit(
+                opcode::Fallocate::new(types::Fd(file.fd()), *len)
+                    .offset(*offset)
+                    .mode(0)
+                    .build(),
+            ),
             State::Statx { file, empty, buf } => {
                 let statx: *mut libc::statx = &mut **buf;
                 Step::Submit(
@@ -637,6 +671,17 @@ impl State {
                     };
                 }
                 stats.op_done(IoOp::SetLen);
+                Step::Done(Ok(Outcome::Unit))
+            }
+            State::Allocate { .. } => {
+                if res < 0 {
+                    return if retryable(res) {
+                        self.next(stats)
+                    } else {
+                        fail("fallocate", -res)
+                    };
+                }
+                stats.op_done(IoOp::Allocate);
                 Step::Done(Ok(Outcome::Unit))
             }
             State::Statx { buf, .. } => {

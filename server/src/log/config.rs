@@ -22,6 +22,10 @@ pub const DEFAULT_ROLL_CHECK_INTERVAL_MS: u64 = 1000;
 /// Bytes at the end of the active segment kept in the page cache; older durable bytes are
 /// dropped from it (see `cache_window`). Enough for consumers that follow the end.
 pub const DEFAULT_PAGE_CACHE_WINDOW_BYTES: u64 = 8 << 20;
+/// Bytes reserved at a time ahead of the active segment's writes (see `preallocate`): an
+/// fdatasync inside reserved bytes skips the journal commit an append needs. Also the most
+/// disk space an active segment holds beyond its data.
+pub const DEFAULT_SEGMENT_PREALLOCATE_BYTES: u64 = 4 << 20;
 /// Positions in a segment are `u32`; Kafka caps `segment.bytes` at `i32::MAX` as well, which
 /// leaves room for one maximal batch past the limit without leaving `u32`.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -49,6 +53,9 @@ pub struct LogConfig {
     /// Bytes at the end of the active segment kept in the page cache (0: all, as the
     /// kernel decides).
     pub page_cache_window_bytes: u64,
+    /// Bytes reserved at a time ahead of the active segment's writes (0: none, the file grows
+    /// with every write).
+    pub segment_preallocate_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -62,6 +69,7 @@ impl Default for LogConfig {
             append_queue_depth: DEFAULT_APPEND_QUEUE_DEPTH,
             roll_check_interval_ms: DEFAULT_ROLL_CHECK_INTERVAL_MS,
             page_cache_window_bytes: DEFAULT_PAGE_CACHE_WINDOW_BYTES,
+            segment_preallocate_bytes: DEFAULT_SEGMENT_PREALLOCATE_BYTES,
         }
     }
 }

@@ -69,6 +69,7 @@ pub mod error;
 pub mod meta;
 pub mod offset_index;
 pub mod partition;
+mod preallocate;
 pub mod producer_state;
 pub mod read;
 pub mod recovery;

@@ -42,6 +42,8 @@ pub struct RecoveryReport {
     pub scanned_segments: usize,
     /// Bytes cut off torn or corrupt tails.
     pub truncated_bytes: u64,
+    /// Reserved zeros cut off active segments (`preallocate`): no data, left by a crash.
+    pub released_reserved_bytes: u64,
     /// Segments whose index files were rebuilt.
     pub rebuilt_indexes: usize,
     /// Segments removed because they lay wholly below the log start.
@@ -381,15 +383,19 @@ async fn scan_file(
         let (position, bytes) = repair.write();
         io.write_at(log, position, vec![Bytes::from(bytes)]).await?;
     }
-    if outcome.keep_len < file_len {
+    let torn = file_len - outcome.keep_len - outcome.reserved_tail;
+    if torn > 0 {
         tracing::warn!(path = %log.path().display(), valid_len = outcome.keep_len, file_len,
             "cutting a torn tail");
+    }
+    if outcome.keep_len < file_len {
         io.set_len(log, outcome.keep_len).await?;
     }
     if !outcome.repairs.is_empty() || outcome.keep_len < file_len {
         io.sync_data(log).await?;
     }
-    report.truncated_bytes += file_len - outcome.keep_len;
+    report.truncated_bytes += torn;
+    report.released_reserved_bytes += outcome.reserved_tail;
     report.damaged_ranges += outcome.damaged.len();
     report.repaired_batches += outcome.repairs.len();
     Ok(outcome)

@@ -109,8 +109,11 @@ pub struct DamagedRange {
 pub struct ScanOutcome {
     /// Segment state (indexes, sizes, offsets) of what is kept.
     pub state: SegmentState,
-    /// Bytes of the file to keep; less than its length only for a torn write.
+    /// Bytes of the file to keep; less than its length for a torn write or reserved zeros.
     pub keep_len: u64,
+    /// Of the bytes after `keep_len`, those that were the active segment's reservation
+    /// (`preallocate`): all zeros after the last batch, no data lost.
+    pub reserved_tail: u64,
     /// Quarantined ranges, in file order.
     pub damaged: Vec<DamagedRange>,
     /// File changes to make, in file order.
@@ -135,6 +138,7 @@ pub fn scan_segment(
                 ..SegmentState::default()
             },
             keep_len: bytes.len() as u64,
+            reserved_tail: 0,
             damaged: Vec::new(),
             repairs: Vec::new(),
         },
@@ -172,6 +176,11 @@ impl Scanner<'_> {
                 continue;
             }
             let start_offset = self.outcome.state.next_offset;
+            if self.is_reserved_tail(position, start_offset) {
+                self.outcome.keep_len = position;
+                self.outcome.reserved_tail = self.len() - position;
+                return;
+            }
             if let Some((resume, resume_offset)) = self.resync(position) {
                 self.quarantine(position..resume, start_offset..resume_offset);
                 position = resume;
@@ -192,6 +201,26 @@ impl Scanner<'_> {
             }
             return;
         }
+    }
+
+    /// Whether everything from `position` on is zeros the writer reserved ahead of its writes
+    /// (`preallocate`) in an active segment, rather than damage. Only where no acknowledged
+    /// offset can be missing: after a crash (acknowledged batches end before the reservation
+    /// begins), or after a clean stop whose recorded log end the batches already reach. A
+    /// closed segment's file was cut to its batches before the next one was created, so zeros
+    /// at its end are damage and stay quarantined.
+    fn is_reserved_tail(&self, position: u64, next_offset: u64) -> bool {
+        let complete = match self.role {
+            SegmentRole::Closed { .. } => false,
+            SegmentRole::ActiveAfterCleanStop { log_end } => {
+                log_end.is_none_or(|end| end <= next_offset)
+            }
+            SegmentRole::ActiveAfterCrash => true,
+        };
+        complete
+            && self.bytes[position as usize..]
+                .iter()
+                .all(|&byte| byte == 0)
     }
 
     /// The sound batch at `position` if it also fits where it is.

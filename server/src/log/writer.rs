@@ -22,6 +22,7 @@ use super::cache_window::CacheWindow;
 use super::compaction::{self, CompactionError, SwapInstaller, swap::SwapPlan};
 use super::error::{AppendError, CloseError, OffsetOutOfRange};
 use super::meta::{PartitionMeta, write_file_atomically, write_meta};
+use super::preallocate::Preallocation;
 use super::producer_state::{ProducerState, SequenceCheck, UndoLog};
 use super::recovery::SNAPSHOT_SUFFIX;
 use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
@@ -122,6 +123,7 @@ pub(crate) struct Writer {
     producers: ProducerState,
     pipeline: Pipeline,
     cache_window: CacheWindow,
+    preallocation: Preallocation,
 }
 
 /// Bytes of `acks=leader` rounds that are written but not yet covered by a finished fdatasync.
@@ -163,6 +165,7 @@ impl Writer {
             producers,
             pipeline: Pipeline::default(),
             cache_window: CacheWindow::default(),
+            preallocation: Preallocation::default(),
         }
     }
 
@@ -421,6 +424,7 @@ impl Writer {
             }
         }
         let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
+        self.reserve_ahead(segment, start, position).await;
         let write = write_buffers(&io, segment, start, buffers, leader_acks).await;
         if let Err(error) = write {
             if error.op == "fdatasync" {
@@ -439,6 +443,7 @@ impl Writer {
             if let Err(cut) = io.set_len(segment.log_file(), start).await {
                 self.poison(format!("could not cut off a failed write: {cut}"));
             }
+            self.preallocation.cut(start);
             for request in run.requests {
                 let _ = request.reply.send(Err(AppendError::Io(Arc::clone(&error))));
             }
@@ -560,6 +565,49 @@ impl Writer {
         }
     }
 
+    /// Reserves the file's next bytes before a write from `start` to `write_end` needs them
+    /// (`preallocate`). A failure only costs speed: the write then grows the file itself.
+    async fn reserve_ahead(&mut self, segment: &Segment, start: u64, write_end: u64) {
+        let (step, limit) = {
+            let config = self.shared.config.read();
+            (config.segment_preallocate_bytes, config.segment_bytes)
+        };
+        let base = segment.base_offset();
+        let Some(reservation) = self.preallocation.plan(base, start, write_end, step, limit) else {
+            return;
+        };
+        let reserve =
+            self.shared
+                .io
+                .allocate(segment.log_file(), reservation.offset, reservation.len);
+        match reserve.await {
+            Ok(()) => self.preallocation.reserved(reservation),
+            Err(error) => {
+                tracing::warn!(%error, dir = %self.shared.dir.display(),
+                    "could not reserve the segment's next bytes; writing without a reservation");
+                self.preallocation.failed(reservation);
+            }
+        }
+    }
+
+    /// Cuts the reserved zeros off the end of a segment that is about to be closed, so a
+    /// closed segment's file is exactly its batches (recovery, tiering and readers of closed
+    /// segments rely on that). fsync, not fdatasync: the new size must survive a crash before
+    /// the next segment exists, or recovery would find zeros inside a closed segment.
+    async fn trim_reservation(&mut self, segment: &Segment, log_len: u64) -> Result<(), IoError> {
+        if !self
+            .preallocation
+            .reserved_beyond(segment.base_offset(), log_len)
+        {
+            return Ok(());
+        }
+        let io = &self.shared.io;
+        io.set_len(segment.log_file(), log_len).await?;
+        io.sync_all(segment.log_file()).await?;
+        self.preallocation.cut(log_len);
+        Ok(())
+    }
+
     /// Lets the kernel reuse the pages of durable bytes far behind the end (`cache_window`).
     fn drop_cached_behind(&mut self, segment: &Arc<Segment>) {
         let window = self.shared.config.read().page_cache_window_bytes;
@@ -618,6 +666,9 @@ impl Writer {
             return Ok(());
         }
         let io_error = |error| AppendError::Io(Arc::new(error));
+        self.trim_reservation(&active, snapshot.durable_size)
+            .await
+            .map_err(io_error)?;
         active.sync_all(&io).await.map_err(io_error)?;
         let next = snapshot.next_offset;
         let map_len = self.shared.config.read().active_map_len();
@@ -709,6 +760,12 @@ impl Writer {
     async fn close(&mut self) -> Result<(), CloseError> {
         let io = self.shared.io.clone();
         let active = self.shared.active_segment();
+        if self.poisoned().is_none() {
+            // A poisoned log keeps its tail: recovery after the next start treats it as after a
+            // crash and drops the reserved zeros itself.
+            let durable = active.snapshot().durable_size;
+            self.trim_reservation(&active, durable).await?;
+        }
         active.sync_all(&io).await?;
         if self.poisoned().is_some() {
             // Leave the marker unset so the next start verifies the log.

@@ -205,6 +205,7 @@ pub struct Catalog {
     clock: Arc<dyn Clock>,
     max_partitions: u32,
     page_cache_window_bytes: u64,
+    segment_preallocate_bytes: u64,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     changes: tokio::sync::Mutex<()>,
 }
@@ -216,6 +217,8 @@ pub struct CatalogSettings {
     pub max_partitions: u32,
     /// Bytes at the end of each active segment kept in the page cache (`LogConfig`).
     pub page_cache_window_bytes: u64,
+    /// Bytes reserved at a time ahead of each active segment's writes (`LogConfig`).
+    pub segment_preallocate_bytes: u64,
 }
 
 impl From<u32> for CatalogSettings {
@@ -224,6 +227,7 @@ impl From<u32> for CatalogSettings {
         Self {
             max_partitions,
             page_cache_window_bytes: LogConfig::default().page_cache_window_bytes,
+            segment_preallocate_bytes: LogConfig::default().segment_preallocate_bytes,
         }
     }
 }
@@ -254,6 +258,7 @@ impl Catalog {
             clock,
             max_partitions: settings.max_partitions,
             page_cache_window_bytes: settings.page_cache_window_bytes,
+            segment_preallocate_bytes: settings.segment_preallocate_bytes,
             topics: RwLock::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
         };
@@ -704,6 +709,7 @@ impl Catalog {
     fn log_config(&self, config: &TopicConfig) -> LogConfig {
         LogConfig {
             page_cache_window_bytes: self.page_cache_window_bytes,
+            segment_preallocate_bytes: self.segment_preallocate_bytes,
             ..log_config(config)
         }
     }
