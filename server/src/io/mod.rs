@@ -226,10 +226,11 @@ pub enum IoOp {
     Rename,
     Remove,
     Allocate,
+    ReadAhead,
 }
 
 impl IoOp {
-    pub const ALL: [IoOp; 10] = [
+    pub const ALL: [IoOp; 11] = [
         IoOp::Open,
         IoOp::Write,
         IoOp::SyncData,
@@ -240,6 +241,7 @@ impl IoOp {
         IoOp::Rename,
         IoOp::Remove,
         IoOp::Allocate,
+        IoOp::ReadAhead,
     ];
 
     /// Metric label, e.g. `"writev"`.
@@ -255,6 +257,7 @@ impl IoOp {
             IoOp::Rename => "rename",
             IoOp::Remove => "unlink",
             IoOp::Allocate => "fallocate",
+            IoOp::ReadAhead => "fadvise_willneed",
         }
     }
 
@@ -690,6 +693,22 @@ impl Io {
     pub fn drop_cached(&self, file: &IoFile, offset: u64, len: u64) -> Result<(), IoError> {
         sync::drop_cached(file.std_file(), offset, len)
             .map_err(|error| IoError::new("fadvise", file.path(), error))
+    }
+
+    /// Starts reading `[offset, offset + len)` into the page cache in the background
+    /// (`POSIX_FADV_WILLNEED` on the blocking pool): the advice allocates pages and submits the
+    /// reads before it returns, which is work a reader should not wait for. Failures only cost
+    /// speed, so they are logged, not returned.
+    pub fn read_ahead(&self, file: &IoFile, offset: u64, len: u64) {
+        self.stats.op_done(IoOp::ReadAhead);
+        let file = file.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) =
+                sync::advise(file.std_file(), offset, len, libc::POSIX_FADV_WILLNEED)
+            {
+                tracing::debug!(%error, path = %file.path().display(), "read-ahead advice failed");
+            }
+        });
     }
 
     pub async fn sync_all(&self, file: &IoFile) -> Result<(), IoError> {

@@ -286,13 +286,17 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
 }
 
 pub(crate) fn drop_cached(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    advise(file, offset, len, libc::POSIX_FADV_DONTNEED)
+}
+
+/// `posix_fadvise(fd, offset, len, advice)`.
+pub(crate) fn advise(file: &File, offset: u64, len: u64, advice: i32) -> std::io::Result<()> {
     let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
     let offset = libc::off_t::try_from(offset).map_err(too_big)?;
     let len = libc::off_t::try_from(len).map_err(too_big)?;
     // SAFETY: posix_fadvise only reads its integer arguments; the fd is open because `file`
     // is borrowed for the call, and advice never changes the file's contents.
-    let code =
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+    let code = unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, advice) };
     if code == 0 {
         Ok(())
     } else {

@@ -72,6 +72,7 @@ pub mod partition;
 mod preallocate;
 pub mod producer_state;
 pub mod read;
+mod read_ahead;
 pub mod recovery;
 pub mod remote;
 pub mod retention;

@@ -479,6 +479,7 @@ impl Partition {
                 ..empty
             });
         };
+        self.read_ahead_if_behind(&segment, &range.bytes);
         let stats = self.shared.io.stats();
         let len = range.bytes.end - range.bytes.start;
         let (data, zero_copy) = match segment.resident_slice(&range.bytes) {
@@ -504,6 +505,23 @@ impl Partition {
             offsets,
             zero_copy,
         })
+    }
+
+    /// With the page-cache window on, a read behind it (in a closed segment, or more than the
+    /// window before the active segment's end) is a catch-up read from disk: keep the kernel
+    /// reading ahead of it (`read_ahead`). Readers that follow the end read cached bytes and
+    /// are left alone.
+    fn read_ahead_if_behind(&self, segment: &Segment, range: &std::ops::Range<u64>) {
+        let window = self.shared.config.read().page_cache_window_bytes;
+        if window == 0 {
+            return;
+        }
+        let active = self.shared.active_segment();
+        let behind = segment.base_offset() != active.base_offset()
+            || active.snapshot().durable_size.saturating_sub(range.end) > window;
+        if behind {
+            segment.read_ahead(&self.shared.io, range);
+        }
     }
 
     fn locate(

@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 use super::batch::BatchError;
 pub use super::batch::batch_offsets;
 use super::read::{Choice, ChoiceError, OffsetBounds, choose_batches};
+use super::read_ahead::ReadAhead;
 use super::scan::{Resync, next_sound_batch};
 pub use super::segment_state::{AppendedBatch, SegmentState};
 use crate::io::{Io, IoError, IoFile, MappedFile, OpenMode};
@@ -90,6 +91,7 @@ pub struct Segment {
     time_index_file: IoFile,
     map: MappedFile,
     state: RwLock<SegmentState>,
+    read_ahead: parking_lot::Mutex<ReadAhead>,
 }
 
 impl Segment {
@@ -148,6 +150,7 @@ impl Segment {
             time_index_file,
             map,
             state: RwLock::new(state),
+            read_ahead: parking_lot::Mutex::new(ReadAhead::default()),
         })
     }
 
@@ -349,6 +352,17 @@ impl Segment {
         self.map
             .is_resident(range.clone())
             .then(|| self.map.slice(range))
+    }
+
+    /// Asks the kernel to start reading the bytes a catch-up reader of `range` needs next, unless
+    /// an earlier read already did (`read_ahead`). Returns at once; the reads run in the
+    /// background.
+    pub fn read_ahead(&self, io: &Io, range: &Range<u64>) {
+        let durable = self.state.read().durable_size;
+        let planned = self.read_ahead.lock().plan(range, durable);
+        if let Some(ahead) = planned {
+            io.read_ahead(&self.log, ahead.start, ahead.end - ahead.start);
+        }
     }
 
     /// Mapped bytes of the whole durable log, for scans that only look at headers.

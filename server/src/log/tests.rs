@@ -1295,3 +1295,43 @@ async fn without_a_step_the_file_is_exactly_the_log() {
     );
     assert_eq!(io.stats().ops(IoOp::Allocate), 0);
 }
+
+#[tokio::test]
+async fn catch_up_reads_behind_the_cache_window_keep_the_kernel_reading_ahead() {
+    const MIB: u64 = 1 << 20;
+    for (window, expect_advice) in [(MIB, true), (0, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let io = start_io(IoBackendChoice::Sync, dir.path());
+        let config = LogConfig {
+            page_cache_window_bytes: window,
+            ..LogConfig::default()
+        };
+        let partition = open(dir.path(), &io, config, ManualClock::new(0)).await;
+        for i in 0..24u8 {
+            let records: Vec<_> = (0..8).map(|_| record(&[i; 16 << 10], 1)).collect();
+            partition
+                .append(vec![batch_of(&records)], Acks::All)
+                .await
+                .unwrap();
+        }
+        let advised = || io.stats().ops(IoOp::ReadAhead);
+        // The newest bytes are the tail a follower reads: never advised.
+        let tail = partition.offsets().high_watermark - 8;
+        partition.read(tail, 1 << 16).await.unwrap();
+        assert_eq!(advised(), 0, "window {window}: a tail read");
+        // A replay from the start, far behind the window.
+        let mut offset = 0;
+        while offset < 64 {
+            let slice = partition.read(offset, 1 << 16).await.unwrap();
+            offset = slice.next_offset;
+        }
+        if expect_advice {
+            assert_eq!(advised(), 1, "one request covers a short replay");
+        } else {
+            assert_eq!(advised(), 0, "without a window everything is cached");
+        }
+        // What a replay returns does not depend on the advice.
+        let values: Vec<_> = read_all(&partition, 0).await;
+        assert_eq!(values.len(), 24 * 8);
+    }
+}
