@@ -1335,3 +1335,36 @@ async fn catch_up_reads_behind_the_cache_window_keep_the_kernel_reading_ahead() 
         assert_eq!(values.len(), 24 * 8);
     }
 }
+
+#[tokio::test]
+async fn concurrent_durable_appends_share_fdatasyncs_and_a_lone_producer_gets_one_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = start_io(IoBackendChoice::Sync, dir.path());
+    let partition =
+        Arc::new(open(dir.path(), &io, LogConfig::default(), ManualClock::new(0)).await);
+    let opened = io.stats().ops(IoOp::SyncData);
+    let syncs = || io.stats().ops(IoOp::SyncData) - opened;
+    for i in 0..5u8 {
+        partition
+            .append(vec![batch_of(&[record(&[i], 1)])], Acks::All)
+            .await
+            .unwrap();
+    }
+    assert_eq!(syncs(), 5, "one round, one fdatasync per lone request");
+    let tasks: Vec<_> = (0..64u8)
+        .map(|i| {
+            let partition = Arc::clone(&partition);
+            tokio::spawn(async move {
+                partition
+                    .append(vec![batch_of(&[record(&[i; 8], 1)])], Acks::All)
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let shared = syncs() - 5;
+    assert!(shared <= 8, "64 waiting appends took {shared} fdatasyncs");
+    assert_eq!(partition.offsets().high_watermark, 69);
+}

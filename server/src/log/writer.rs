@@ -124,6 +124,8 @@ pub(crate) struct Writer {
     pipeline: Pipeline,
     cache_window: CacheWindow,
     preallocation: Preallocation,
+    /// Requests in the last round: more than one means appenders compete (see `gather_round`).
+    last_round_len: usize,
 }
 
 /// Bytes of `acks=leader` rounds that are written but not yet covered by a finished fdatasync.
@@ -166,6 +168,7 @@ impl Writer {
             pipeline: Pipeline::default(),
             cache_window: CacheWindow::default(),
             preallocation: Preallocation::default(),
+            last_round_len: 0,
         }
     }
 
@@ -206,6 +209,7 @@ impl Writer {
                 } => {
                     let first = pending(batches, acks, expected_offset, reply, enqueued);
                     let round = self.gather_round(first, &mut commands, &mut deferred).await;
+                    self.last_round_len = round.len();
                     self.append_round(round).await;
                 }
                 Command::Roll { reply } => {
@@ -248,11 +252,14 @@ impl Writer {
     ) -> Vec<Pending> {
         let mut round_bytes = first.bytes;
         let mut round = vec![first];
-        // Let appenders that are already runnable enqueue before the round is cut:
-        // one pass of the scheduler (microseconds) against a round that costs an
-        // fsync (hundreds of microseconds), so rounds fill up instead of alternating
-        // between a lone request and the rest.
-        tokio::task::yield_now().await;
+        // While appenders compete, let those that are already runnable enqueue before the round
+        // is cut: one pass of the scheduler (microseconds) against a round that costs an fsync
+        // (hundreds of microseconds), so rounds fill up instead of alternating between a lone
+        // request and the rest. A lone producer (the last round held one request) has nobody to
+        // wait for, and the pass would only add to each of its requests.
+        if self.last_round_len > 1 {
+            tokio::task::yield_now().await;
+        }
         while round_bytes < self.shared.config.read().max_round_bytes {
             match commands.try_recv() {
                 Ok(Command::Append {
