@@ -240,8 +240,7 @@ pub(crate) fn pwritev_all(
     let mut iov = Vec::new();
     while done < total {
         cursor.iovecs(bufs, &mut iov);
-        let off = libc::off_t::try_from(pos + done)
-            .map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        let off = file_offset(pos + done)?;
         // SAFETY: `iov` holds at most IOV_MAX (so the `c_int` cast is lossless) valid
         // (pointer, len) pairs into `bufs`, which are immutable and borrowed for this whole call;
         // the fd is open because `file` is borrowed.
@@ -264,13 +263,15 @@ pub(crate) fn pwritev_all(
     Ok(())
 }
 
-/// Asks the kernel to drop the cached pages of `len` bytes at `offset` (`posix_fadvise`
-/// `POSIX_FADV_DONTNEED`). Only clean pages go: the caller passes ranges already made durable.
+/// A byte position or length as the kernel's `off_t`: EFBIG past its range, as the kernel
+/// itself answers for a file that would grow too large.
+fn file_offset(value: u64) -> std::io::Result<libc::off_t> {
+    libc::off_t::try_from(value).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))
+}
+
 /// `fallocate(fd, 0, offset, len)`, retried on EINTR.
 fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
-    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
-    let offset = libc::off_t::try_from(offset).map_err(too_big)?;
-    let len = libc::off_t::try_from(len).map_err(too_big)?;
+    let (offset, len) = (file_offset(offset)?, file_offset(len)?);
     loop {
         // SAFETY: fallocate only reads its integer arguments; the fd is open because `file` is
         // borrowed for the call. Mode 0 never changes bytes that are already in the file.
@@ -285,15 +286,15 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     }
 }
 
+/// Asks the kernel to drop the cached pages of `len` bytes at `offset` (`posix_fadvise`
+/// `POSIX_FADV_DONTNEED`). Only clean pages go: the caller passes ranges already made durable.
 pub(crate) fn drop_cached(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     advise(file, offset, len, libc::POSIX_FADV_DONTNEED)
 }
 
 /// `posix_fadvise(fd, offset, len, advice)`.
 pub(crate) fn advise(file: &File, offset: u64, len: u64, advice: i32) -> std::io::Result<()> {
-    let too_big = |_| std::io::Error::from_raw_os_error(libc::EFBIG);
-    let offset = libc::off_t::try_from(offset).map_err(too_big)?;
-    let len = libc::off_t::try_from(len).map_err(too_big)?;
+    let (offset, len) = (file_offset(offset)?, file_offset(len)?);
     // SAFETY: posix_fadvise only reads its integer arguments; the fd is open because `file`
     // is borrowed for the call, and advice never changes the file's contents.
     let code = unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, advice) };
