@@ -36,15 +36,25 @@ pub struct ScratchLog {
     end: u64,
     /// How much of the file left the page cache.
     dropped: u64,
+    /// Length at which the file is emptied and written again from its start.
+    roll_bytes: u64,
 }
+
+/// The scratch file's largest length (a segment's default size).
+const ROLL_BYTES: u64 = 1 << 30;
 
 impl ScratchLog {
     /// A log in `file`, written from its start.
     pub fn new(file: std::fs::File) -> Self {
+        Self::rolling_at(file, ROLL_BYTES)
+    }
+
+    fn rolling_at(file: std::fs::File, roll_bytes: u64) -> Self {
         Self {
             file,
             end: 0,
             dropped: 0,
+            roll_bytes,
         }
     }
 
@@ -56,14 +66,21 @@ impl ScratchLog {
         Ok(())
     }
 
-    /// After appends: drops the cached pages [`CACHE_WINDOW`] behind the end, and starts over
-    /// at 1 GiB so the file stays bounded (as a log rolls segments).
-    pub fn release_behind(&mut self) {
+    /// After appends: drops the cached pages [`CACHE_WINDOW`] behind the end, and past
+    /// `roll_bytes` empties the file so it stays bounded, as a log rolls to a new segment.
+    ///
+    /// Emptied, not overwritten from the start: a write into blocks already written is about
+    /// twice as fast as one that must allocate them (1 MiB + fdatasync here: 0.27 ms against
+    /// 0.52-0.66 ms), and a baseline that overwrote would measure an operation no appending
+    /// log performs.
+    pub fn release_behind(&mut self) -> std::io::Result<()> {
         drop_cached_behind(&self.file, self.end, &mut self.dropped);
-        if self.end > 1 << 30 {
+        if self.end > self.roll_bytes {
+            self.file.set_len(0)?;
             self.end = 0;
             self.dropped = 0;
         }
+        Ok(())
     }
 }
 
@@ -128,7 +145,8 @@ pub fn measure(
         log.append(&buffer)
             .context("disk baseline write + fdatasync")?;
         recorder.record(Instant::now(), t.elapsed(), 1, bytes);
-        log.release_behind();
+        log.release_behind()
+            .context("disk baseline: emptying the scratch file")?;
     }
     Ok(DiskSummary {
         bytes_per_write: bytes,
@@ -154,6 +172,27 @@ mod tests {
             3 * CACHE_STEP,
             "never moves back or by less than a step"
         );
+    }
+
+    #[test]
+    fn a_full_scratch_file_is_emptied_and_appended_to_again_not_overwritten() {
+        let file = tempfile::tempfile().expect("scratch file");
+        let mut log = ScratchLog::rolling_at(file.try_clone().expect("clone"), 2_500);
+        for _ in 0..3 {
+            log.append(&[7u8; 1_000]).expect("append");
+            log.release_behind().expect("release");
+        }
+        assert_eq!(
+            log.end, 0,
+            "past the roll length the next write starts over"
+        );
+        assert_eq!(
+            file.metadata().expect("metadata").len(),
+            0,
+            "the file is emptied, so the next writes allocate blocks as a log's appends do"
+        );
+        log.append(&[8u8; 1_000]).expect("append");
+        assert_eq!(file.metadata().expect("metadata").len(), 1_000);
     }
 
     #[test]

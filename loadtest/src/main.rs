@@ -11,6 +11,7 @@ mod cli;
 mod client;
 mod consumer;
 mod disk;
+mod memory;
 mod null_server;
 mod pacer;
 mod payload;
@@ -30,8 +31,15 @@ use report::{Report, Workload};
 /// Exit status of a run whose verification failed.
 const VERIFICATION_FAILED: i32 = 2;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    memory::keep_freed_memory();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run_command())
+}
+
+async fn run_command() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let (workload, args) = match cli.command {
         Command::Produce(args) => (Workload::Produce, args),

@@ -52,8 +52,7 @@ impl DurableFile {
             .lock()
             .map_err(|_| std::io::Error::other("durable file lock poisoned"))?;
         log.append(body)?;
-        log.release_behind();
-        Ok(())
+        log.release_behind()
     }
 }
 

@@ -63,6 +63,7 @@ pub async fn produce(
         requests: 0,
         sequences: BTreeMap::new(),
         identity,
+        values: Vec::new(),
     };
     loop {
         let scheduled = match &mut tickets {
@@ -186,6 +187,9 @@ struct ProducerState {
     /// Next idempotent sequence per (topic, partition).
     sequences: BTreeMap<(usize, u32), i32>,
     identity: Option<(i64, i16)>,
+    /// The last request's record values, kept so the next request reuses the allocation
+    /// rather than growing a new one (see `memory`).
+    values: Vec<u8>,
 }
 
 impl ProducerState {
@@ -200,7 +204,8 @@ impl ProducerState {
         self.requests += 1;
         let byte_limit = args.batch_bytes.unwrap_or(u64::MAX);
         let mut records = Vec::new();
-        let mut values = Vec::new();
+        let mut values = std::mem::take(&mut self.values);
+        values.clear();
         let mut ends = Vec::new();
         let mut payload_bytes = 0u64;
         while (records.len() as u64) < budget && (records.is_empty() || payload_bytes < byte_limit)
@@ -308,6 +313,7 @@ impl ProducerState {
                 )
             }
         };
+        self.values = values;
         Request {
             path,
             content_type,
