@@ -19,7 +19,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("log/batch.rs", "parse_record", 86),
     ("log/recovery.rs", "load_trusted", 83),
     ("log/compaction/rewrite.rs", "write_group", 80),
-    ("log/batch.rs", "decode_first", 73),
 ];
 
 fn source_root() -> PathBuf {

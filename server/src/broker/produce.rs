@@ -17,7 +17,7 @@ use super::error::{LookupError, ProduceError};
 use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
-use crate::log::batch::{BatchHeader, BatchOptions, Compression, TimestampType};
+use crate::log::batch::{BatchHeader, BatchOptions, Compression, Record, TimestampType};
 use crate::log::{Acks, BatchAck, NewRecord, RecordBatch, RecordHeader};
 use crate::security::{Caller, Operation};
 use crate::topics::catalog::Topic;
@@ -241,7 +241,7 @@ impl Broker {
     ) -> Result<Produced, ProduceError> {
         let topic = topic.topic();
         let log = local_partition(topic, partition)?;
-        let mut batches = split_batches(&body)?;
+        let (mut batches, facts) = split_batches(&body)?;
         for batch in &batches {
             let header = batch.header();
             if header.producer_id >= 0 {
@@ -250,7 +250,7 @@ impl Broker {
             }
         }
         let config = topic.config();
-        let timestamps = batch_timestamps(&batches, config.cleanup_policy.compacts())?;
+        let timestamps = batch_timestamps(&batches, facts, config.cleanup_policy.compacts())?;
         if let Some(codec) = topic_codec(&config) {
             for batch in &mut batches {
                 *batch = batch
@@ -401,54 +401,81 @@ fn batch_options(
     Ok(options)
 }
 
-/// The batches of a raw body, each validated for appending.
-fn split_batches(body: &Bytes) -> Result<Vec<RecordBatch>, ProduceError> {
+/// The batches of a raw body, each validated for appending, with what that one parse of their
+/// records found (checked later by [`batch_timestamps`], after the producer's epoch).
+fn split_batches(body: &Bytes) -> Result<(Vec<RecordBatch>, Vec<RecordFacts>), ProduceError> {
     let mut batches = Vec::new();
+    let mut facts = Vec::new();
     let mut position = 0;
     while position < body.len() {
         let bad = |e: &dyn std::fmt::Display| {
             ProduceError::BadRecordBatch(format!("batch at byte {position}: {e}"))
         };
-        let batch = RecordBatch::decode_first(&body.slice(position..)).map_err(|e| bad(&e))?;
+        let mut seen = RecordFacts::default();
+        let batch = RecordBatch::decode_first_with(&body.slice(position..), |record| {
+            seen.see(record);
+        })
+        .map_err(|e| bad(&e))?;
         refuse_unsupported(batch.header(), position)?;
         batch.validate_for_append().map_err(|e| bad(&e))?;
         position += batch.len();
         batches.push(batch);
+        facts.push(seen);
     }
     if batches.is_empty() {
         return Err(ProduceError::BadRecordBatch(
             "the body holds no record batch".into(),
         ));
     }
-    Ok(batches)
+    Ok((batches, facts))
+}
+
+/// A batch's record timestamps and the record-level rules they may break.
+#[derive(Default)]
+struct RecordFacts {
+    timestamps: Vec<i64>,
+    /// The first keyless record's offset.
+    keyless: Option<i64>,
+    /// The first record with a negative timestamp: `(offset, timestamp)`.
+    negative: Option<(i64, i64)>,
+}
+
+impl RecordFacts {
+    fn see(&mut self, record: &Record) {
+        if record.key.is_none() && self.keyless.is_none() {
+            self.keyless = Some(record.offset);
+        }
+        if record.timestamp < 0 && self.negative.is_none() {
+            self.negative = Some((record.offset, record.timestamp));
+        }
+        self.timestamps.push(record.timestamp);
+    }
 }
 
 /// Each batch's record timestamps; refuses keyless records on compacted topics and negative
-/// timestamps.
+/// timestamps, answering for the first record that breaks either rule.
 fn batch_timestamps(
     batches: &[RecordBatch],
+    facts: Vec<RecordFacts>,
     compacted: bool,
 ) -> Result<Vec<Vec<i64>>, ProduceError> {
-    let mut timestamps = Vec::with_capacity(batches.len());
-    for batch in batches {
-        let mut stamps = Vec::new();
-        for record in batch.records() {
-            let record = record.map_err(|e| ProduceError::BadRecordBatch(e.to_string()))?;
-            if compacted && record.key.is_none() {
+    let mut timestamps = Vec::with_capacity(facts.len());
+    for (batch, facts) in batches.iter().zip(facts) {
+        let keyless = facts.keyless.filter(|_| compacted);
+        match (keyless, facts.negative) {
+            (Some(keyless), negative) if negative.is_none_or(|(at, _)| keyless <= at) => {
                 return Err(ProduceError::KeyRequired(
                     "compacted topics need keys".into(),
                 ));
             }
-            if record.timestamp < 0 {
+            (_, Some((offset, timestamp))) => {
                 return Err(ProduceError::Invalid(format!(
-                    "record at offset delta {} has timestamp {}: timestamps must be >= 0",
-                    record.offset - batch.header().base_offset,
-                    record.timestamp
+                    "record at offset delta {} has timestamp {timestamp}: timestamps must be >= 0",
+                    offset - batch.header().base_offset,
                 )));
             }
-            stamps.push(record.timestamp);
+            _ => timestamps.push(facts.timestamps),
         }
-        timestamps.push(stamps);
     }
     Ok(timestamps)
 }
@@ -495,4 +522,73 @@ async fn answered_timestamps(
     let count = usize::try_from(ack.last_offset - ack.base_offset + 1).unwrap_or(usize::MAX);
     let records = records_in(&slice, ack.base_offset, count).map_err(ProduceError::Corrupt)?;
     Ok(records.iter().map(|r| r.timestamp).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::encode_batch;
+
+    fn record(key: Option<&'static str>, timestamp: i64) -> NewRecord {
+        NewRecord {
+            timestamp,
+            key: key.map(|k| Bytes::from_static(k.as_bytes())),
+            value: Some(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+        }
+    }
+
+    fn body(batches: &[&[NewRecord]]) -> Bytes {
+        let mut body = Vec::new();
+        for records in batches {
+            let batch = encode_batch(&BatchOptions::default(), records).expect("encodes");
+            body.extend_from_slice(&batch);
+        }
+        Bytes::from(body)
+    }
+
+    fn checked(body: &Bytes, compacted: bool) -> Result<Vec<Vec<i64>>, ProduceError> {
+        let (batches, facts) = split_batches(body).expect("well-formed batches");
+        batch_timestamps(&batches, facts, compacted)
+    }
+
+    #[test]
+    fn one_parse_gives_every_batch_its_record_timestamps() {
+        let body = body(&[
+            &[record(Some("a"), 10), record(None, 12)],
+            &[record(Some("b"), 7)],
+        ]);
+        assert_eq!(
+            checked(&body, false).expect("valid"),
+            vec![vec![10, 12], vec![7]]
+        );
+    }
+
+    #[test]
+    fn the_first_record_that_breaks_a_rule_decides_the_answer() {
+        let keyless_first = body(&[&[record(None, 1), record(Some("k"), -3)]]);
+        assert!(matches!(
+            checked(&keyless_first, true),
+            Err(ProduceError::KeyRequired(_))
+        ));
+        let negative_first =
+            body(&[&[record(Some("k"), 5), record(Some("k"), -3), record(None, 1)]]);
+        match checked(&negative_first, true) {
+            Err(ProduceError::Invalid(message)) => assert!(
+                message.contains("offset delta 1 has timestamp -3"),
+                "{message}"
+            ),
+            other => panic!("expected the negative timestamp, got {other:?}"),
+        }
+        assert!(
+            checked(&keyless_first, false).is_err(),
+            "keyless records are fine off compacted topics, negative timestamps never"
+        );
+        let keyless_only = body(&[&[record(Some("k"), 1)], &[record(None, 2)]]);
+        assert!(matches!(
+            checked(&keyless_only, true),
+            Err(ProduceError::KeyRequired(_))
+        ));
+        assert!(checked(&keyless_only, false).is_ok());
+    }
 }

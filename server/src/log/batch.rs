@@ -677,6 +677,46 @@ fn parse_record(
     ))
 }
 
+/// Checks that every record of a records section parses, that offsets rise within the
+/// header's range, and that the count matches the header; shows each sound record to `visit`.
+fn check_records(
+    records: &Bytes,
+    header: &BatchHeader,
+    mut visit: impl FnMut(&Record),
+) -> Result<(), BatchError> {
+    let mut count: i32 = 0;
+    let mut previous: Option<i64> = None;
+    let last_offset = header.last_offset();
+    for (index, record) in RecordIter::new(records, header).enumerate() {
+        let record = record?;
+        let index = i32::try_from(index).unwrap_or(i32::MAX);
+        let bad = |reason| BatchError::BadRecord { index, reason };
+        if record.offset < header.base_offset {
+            return Err(bad("the offset delta is negative"));
+        }
+        if previous.is_some_and(|previous| record.offset <= previous) {
+            return Err(bad(
+                "the offset delta is not greater than the previous record's",
+            ));
+        }
+        if record.offset > last_offset {
+            return Err(bad(
+                "the offset delta exceeds the batch's last offset delta",
+            ));
+        }
+        visit(&record);
+        previous = Some(record.offset);
+        count = count.saturating_add(1);
+    }
+    if count != header.record_count {
+        return Err(BatchError::RecordCountMismatch {
+            header: header.record_count,
+            actual: count,
+        });
+    }
+    Ok(())
+}
+
 /// Iterator over the records of one batch; stops after the first error.
 struct RecordIter<'a> {
     batch: &'a Bytes,
@@ -738,6 +778,16 @@ impl RecordBatch {
     /// bytes it occupies. Extra trailing bytes are fine (they are the next batch, or a partial
     /// one).
     pub fn decode_first(buf: &Bytes) -> Result<RecordBatch, BatchError> {
+        Self::decode_first_with(buf, |_| {})
+    }
+
+    /// [`RecordBatch::decode_first`], showing `visit` each record as it is checked: a caller
+    /// that must look at every record (the produce path: timestamps, keys) then parses the
+    /// records once, not twice. A record is shown only once everything before it checked out.
+    pub fn decode_first_with(
+        buf: &Bytes,
+        visit: impl FnMut(&Record),
+    ) -> Result<RecordBatch, BatchError> {
         let header = BatchHeader::parse(buf)?;
         let total = header.total_len();
         if buf.len() < total {
@@ -775,35 +825,7 @@ impl RecordBatch {
             Compression::None => body,
             codec => Bytes::from(super::compression::decompress(codec, &body)?),
         };
-        let mut count: i32 = 0;
-        let mut previous: Option<i64> = None;
-        let last_offset = header.last_offset();
-        for (index, record) in RecordIter::new(&records, &header).enumerate() {
-            let record = record?;
-            let index = i32::try_from(index).unwrap_or(i32::MAX);
-            let bad = |reason| BatchError::BadRecord { index, reason };
-            if record.offset < header.base_offset {
-                return Err(bad("the offset delta is negative"));
-            }
-            if previous.is_some_and(|previous| record.offset <= previous) {
-                return Err(bad(
-                    "the offset delta is not greater than the previous record's",
-                ));
-            }
-            if record.offset > last_offset {
-                return Err(bad(
-                    "the offset delta exceeds the batch's last offset delta",
-                ));
-            }
-            previous = Some(record.offset);
-            count = count.saturating_add(1);
-        }
-        if count != header.record_count {
-            return Err(BatchError::RecordCountMismatch {
-                header: header.record_count,
-                actual: count,
-            });
-        }
+        check_records(&records, &header, visit)?;
         Ok(RecordBatch {
             header,
             bytes,
