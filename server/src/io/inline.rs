@@ -11,8 +11,9 @@
 //!
 //! `block_in_place` is a hop of its own: it hands the worker's core to another thread, waking
 //! one, and on an idle VM that wake-up is slow. One producer at a fixed 1,000 small `acks=all`
-//! requests/s (the server idle between requests) measured a mean of 0.34 ms with it against
-//! 0.20 ms with the fdatasync run plainly on the worker (issue 15's closing note). So one
+//! requests/s (the server idle between requests) measured a mean of 0.34-0.38 ms and a p99 of
+//! 0.48-0.54 ms with it, against 0.30-0.32 ms and 0.43-0.44 ms with the fdatasync run plainly
+//! on the worker (ADR 0011, second addendum). So one
 //! fdatasync at a time of a small write runs plainly on its worker, when the runtime has
 //! another worker to carry on meanwhile; any other fdatasync, and every large write, still goes
 //! through `block_in_place`. A stalled disk can then hold at most one worker thread, and only
