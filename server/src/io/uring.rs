@@ -215,6 +215,14 @@ impl UringIo {
         rx.await.map_err(|_| dead())?
     }
 
+    /// [`Self::call`] for an operation whose outcome carries no data; a failure names `path`.
+    async fn call_done(&self, req: Req, path: &Path) -> Result<(), IoError> {
+        self.call(req)
+            .await
+            .map(drop)
+            .map_err(|f| IoError::new(f.op, path, f.err))
+    }
+
     fn wake(&self) {
         // eventfd writes only fail (EAGAIN) if the counter would overflow u64::MAX - 1.
         if let Err(e) = (&*self.wake).write(&1u64.to_ne_bytes()) {
@@ -252,10 +260,7 @@ impl UringIo {
             bufs,
             sync,
         };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, file.path(), f.err))
+        self.call_done(req, file.path()).await
     }
 
     pub(crate) async fn fsync(&self, file: &IoFile, datasync: bool) -> Result<(), IoError> {
@@ -263,10 +268,7 @@ impl UringIo {
             file: file.clone(),
             datasync,
         };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, file.path(), f.err))
+        self.call_done(req, file.path()).await
     }
 
     pub(crate) async fn read_at(
@@ -296,10 +298,7 @@ impl UringIo {
             file: file.clone(),
             len,
         };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, file.path(), f.err))
+        self.call_done(req, file.path()).await
     }
 
     pub(crate) async fn allocate(
@@ -313,10 +312,7 @@ impl UringIo {
             offset,
             len,
         };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, file.path(), f.err))
+        self.call_done(req, file.path()).await
     }
 
     pub(crate) async fn file_len(&self, file: &IoFile) -> Result<u64, IoError> {
@@ -337,19 +333,13 @@ impl UringIo {
             from: cstring(from).map_err(err)?,
             to: cstring(to).map_err(err)?,
         };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, from, f.err))
+        self.call_done(req, from).await
     }
 
     pub(crate) async fn remove_file(&self, path: &Path) -> Result<(), IoError> {
         let c = cstring(path).map_err(|e| IoError::new("remove_file", path, e))?;
         let req = Req::Unlink { path: c };
-        self.call(req)
-            .await
-            .map(drop)
-            .map_err(|f| IoError::new(f.op, path, f.err))
+        self.call_done(req, path).await
     }
 }
 
