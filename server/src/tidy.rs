@@ -13,7 +13,6 @@ const FUNCTION_LINES_MAX: usize = 70;
 /// Functions that were longer than [`FUNCTION_LINES_MAX`] when the rule arrived, with the
 /// length they may not exceed: the list may only shrink, and an entry's number only fall.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("log/writer.rs", "write_run", 115),
     ("log/segment.rs", "locate", 91),
     ("log/recovery.rs", "recover", 86),
     ("log/batch.rs", "parse_record", 86),

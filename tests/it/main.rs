@@ -24,6 +24,7 @@ mod produce_fetch;
 mod read_audit;
 mod readme;
 mod security;
+mod streamed_appends;
 mod streaming;
 mod tiering;
 mod toolchain;

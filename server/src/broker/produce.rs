@@ -18,6 +18,7 @@ use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
 use crate::log::batch::{BatchHeader, BatchOptions, Compression, Record, TimestampType};
+use crate::log::stream::StreamLease;
 use crate::log::{Acks, BatchAck, NewRecord, RecordBatch, RecordHeader};
 use crate::security::{Caller, Operation};
 use crate::topics::catalog::Topic;
@@ -239,6 +240,44 @@ impl Broker {
         acks: Acks,
         expected_offset: Option<u64>,
     ) -> Result<Produced, ProduceError> {
+        self.produce_streamed(topic, partition, body, None, acks, expected_offset)
+            .await
+    }
+
+    /// A lease to stream a raw body of `len` bytes into `partition` as it arrives (see
+    /// `log::stream`): `None` when the topic recompresses what it stores (the stored bytes are
+    /// then not the body's) or the partition's writer is busy with other appends.
+    ///
+    /// # Errors
+    /// An unknown partition.
+    pub async fn stream_lease(
+        &self,
+        topic: &WritableTopic,
+        partition: u32,
+        len: u64,
+    ) -> Result<Option<StreamLease>, ProduceError> {
+        let log = local_partition(topic.topic(), partition)?;
+        if topic_codec(&topic.topic().config()).is_some() {
+            return Ok(None);
+        }
+        Ok(log.stream_lease(len).await)
+    }
+
+    /// [`Broker::produce_batches`] for a body that may have been streamed under `lease`: the
+    /// same checks and answers, and the streamed bytes become the append when they are exactly
+    /// the batches stored.
+    ///
+    /// # Errors
+    /// As [`Broker::produce_batches`].
+    pub async fn produce_streamed(
+        &self,
+        topic: &WritableTopic,
+        partition: u32,
+        body: Bytes,
+        lease: Option<StreamLease>,
+        acks: Acks,
+        expected_offset: Option<u64>,
+    ) -> Result<Produced, ProduceError> {
         let topic = topic.topic();
         let log = local_partition(topic, partition)?;
         let (mut batches, facts) = split_batches(&body)?;
@@ -251,7 +290,8 @@ impl Broker {
         }
         let config = topic.config();
         let timestamps = batch_timestamps(&batches, facts, config.cleanup_policy.compacts())?;
-        if let Some(codec) = topic_codec(&config) {
+        let codec = topic_codec(&config);
+        if let Some(codec) = codec {
             for batch in &mut batches {
                 *batch = batch
                     .with_compression(codec)
@@ -259,7 +299,14 @@ impl Broker {
             }
         }
         let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
-        let acks = log.append_if(batches, acks, expected_offset).await?;
+        let acks = match lease {
+            // Recompressed batches are not the streamed bytes: dropping the lease cuts those.
+            Some(lease) if codec.is_none() => {
+                log.append_streamed(lease, batches, acks, expected_offset)
+                    .await?
+            }
+            _ => log.append_if(batches, acks, expected_offset).await?,
+        };
         let mut positions = Vec::new();
         let mut duplicate = false;
         for (ack, stamps) in acks.iter().zip(timestamps) {

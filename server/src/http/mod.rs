@@ -25,6 +25,7 @@ pub mod openapi;
 pub mod paths;
 pub mod produce;
 mod produce_body;
+mod produce_stream;
 pub mod producers;
 mod read_origin;
 pub mod sse;

@@ -7,7 +7,7 @@
 //! producer batch.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequest, Request, State};
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 use strata_openapi::{
@@ -16,10 +16,12 @@ use strata_openapi::{
 };
 
 use super::AppState;
+use super::body_guard::UnreadBody;
 use super::error::ApiError;
 use super::extract::{ApiBytes, ApiJsonBytes, ApiPath, ApiQuery};
 use super::paths;
 use super::produce_body::ProduceBody;
+use super::produce_stream;
 use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
 use crate::security::Caller;
@@ -104,22 +106,25 @@ pub async fn produce_to_partition(
     caller: Caller,
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<PartitionProduceQuery>,
-    headers: HeaderMap,
-    ApiBytes(body): ApiBytes,
+    request: Request,
 ) -> Result<Json<ProduceAnswer>, ApiError> {
     let topic = state.broker.producible_topic(&caller, &topic)?;
     crate::broker::local_partition(topic.topic(), partition)?;
+    let media = media_type(request.headers());
+    if let Some(unread) = request.extensions().get::<UnreadBody>().copied() {
+        state.broker.admit_produce(&caller, unread.length as u64)?;
+        let body = request.into_body();
+        let (body, lease) =
+            produce_stream::receive(&state.broker, &topic, partition, body, unread).await?;
+        let acks = acks(query.acks);
+        let produced = state
+            .broker
+            .produce_streamed(&topic, partition, body, lease, acks, query.expected_offset)
+            .await?;
+        return Ok(Json(response(produced, query.answer)));
+    }
+    let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
     state.broker.admit_produce(&caller, body.len() as u64)?;
-    let content_type = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
     let produced = match media.as_str() {
         "application/json" => {
             if query.expected_offset.is_some() {
@@ -138,7 +143,7 @@ pub async fn produce_to_partition(
             let target = ProduceTarget::Partition(partition);
             state.broker.produce(&topic, target, records).await?
         }
-        RECORD_BATCHES | "application/octet-stream" => {
+        raw if is_raw_media(raw) => {
             let acks = acks(query.acks);
             let broker = &state.broker;
             broker
@@ -153,6 +158,25 @@ pub async fn produce_to_partition(
         }
     };
     Ok(Json(response(produced, query.answer)))
+}
+
+/// The request's media type (`Content-Type` without parameters), lower case.
+pub fn media_type(headers: &HeaderMap) -> String {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Whether a media type names raw RecordBatch bytes.
+pub fn is_raw_media(media: &str) -> bool {
+    matches!(media, RECORD_BATCHES | "application/octet-stream")
 }
 
 /// Query of the per-partition produce.

@@ -660,6 +660,28 @@ impl Io {
         result
     }
 
+    /// A page-cache write (no fdatasync) on the calling thread, without `block_in_place`: for
+    /// a streamed append's body, which its request's own task writes a slice at a time while
+    /// the rest arrives (see `log::stream`). Synchronous, so the caller may hold a lock across
+    /// it; a slice is at most a few frames of the body, microseconds of copying.
+    pub fn write_now(&self, file: &IoFile, position: u64, bufs: &[Bytes]) -> Result<(), IoError> {
+        #[cfg(any(test, feature = "test-util"))]
+        if let Some(f) = self.fault(faults::FaultKind::Write) {
+            return Err(self.injected("write", file.path(), f.errno));
+        }
+        let result = sync::write_then_sync(file, position, bufs, false, &self.stats);
+        self.stats.note(&result, true);
+        result
+    }
+
+    /// Starts writing `[offset, offset + len)` back to the disk without waiting (see
+    /// `sync::start_writeback`), so a later fdatasync finds less to do: a hint, on the calling
+    /// thread.
+    pub fn start_writeback(&self, file: &IoFile, offset: u64, len: u64) -> Result<(), IoError> {
+        sync::start_writeback(file.std_file(), offset, len)
+            .map_err(|error| IoError::new("sync_file_range", file.path(), error))
+    }
+
     #[cfg(any(test, feature = "test-util"))]
     async fn faulty_write(
         &self,

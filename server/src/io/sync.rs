@@ -292,6 +292,23 @@ pub(crate) fn drop_cached(file: &File, offset: u64, len: u64) -> std::io::Result
     advise(file, offset, len, libc::POSIX_FADV_DONTNEED)
 }
 
+/// Starts writing back the dirty pages of `[offset, offset + len)` and returns without waiting
+/// for them (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): a head start for a later
+/// fdatasync, never a durability promise (it flushes no metadata and no device cache).
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    let (offset, len) = (file_offset(offset)?, file_offset(len)?);
+    // SAFETY: sync_file_range only reads its integer arguments; the fd is open because `file`
+    // is borrowed for the call, and starting writeback never changes the file's contents.
+    let code = unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    };
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// `posix_fadvise(fd, offset, len, advice)`.
 pub(crate) fn advise(file: &File, offset: u64, len: u64, advice: i32) -> std::io::Result<()> {
     let (offset, len) = (file_offset(offset)?, file_offset(len)?);

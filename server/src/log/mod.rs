@@ -82,6 +82,7 @@ pub mod segment_state;
 pub mod segments;
 mod shared;
 pub mod stats;
+pub mod stream;
 pub mod time_index;
 pub mod types;
 pub mod varint;
@@ -99,5 +100,7 @@ pub use recovery::RecoveryReport;
 
 #[cfg(test)]
 mod bitrot_tests;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

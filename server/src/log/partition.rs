@@ -25,6 +25,7 @@ use super::retention::{RetentionCandidate, RetentionPolicy, retention_cut};
 use super::segment::{BatchRange, Segment, SegmentReadError, SegmentSnapshot};
 use super::segments::{SegmentSpan, Tier};
 use super::shared::Shared;
+use super::stream::StreamLease;
 pub use super::types::{Acks, BatchAck, LogOffsets};
 use super::writer::{Command, Writer};
 use crate::clock::Clock;
@@ -174,13 +175,7 @@ impl Partition {
         acks: Acks,
         expected_offset: Option<u64>,
     ) -> Result<Vec<BatchAck>, AppendError> {
-        let limit = self.shared.config.read().max_batch_bytes;
-        if let Some(batch) = batches.iter().find(|b| b.len() as u64 > limit) {
-            return Err(AppendError::BatchTooLarge {
-                size: batch.len() as u64,
-                limit,
-            });
-        }
+        self.check_batch_sizes(&batches)?;
         if batches.is_empty() {
             return Ok(Vec::new());
         }
@@ -197,6 +192,48 @@ impl Partition {
             mpsc::error::TrySendError::Closed(_) => AppendError::Closed,
         })?;
         response.await.map_err(|_| AppendError::Closed)?
+    }
+
+    /// A lease on the active segment's tail for a streamed append of a `len`-byte body (see
+    /// [`super::stream`]): `None` when the writer is busy with other appends, or cannot take
+    /// one now; the body is then appended the usual way.
+    pub async fn stream_lease(&self, len: u64) -> Option<StreamLease> {
+        let (reply, response) = oneshot::channel();
+        self.commands
+            .try_send(Command::Stream { len, reply })
+            .ok()?;
+        response.await.ok().flatten()
+    }
+
+    /// [`Partition::append_if`] for batches whose bytes were streamed under `lease`: the writer
+    /// then only stamps their offsets and syncs. When the lease was lost on the way, the
+    /// batches are appended the usual way; the answer is the same either way.
+    ///
+    /// # Errors
+    /// As [`Partition::append_if`].
+    pub async fn append_streamed(
+        &self,
+        lease: StreamLease,
+        batches: Vec<RecordBatch>,
+        acks: Acks,
+        expected_offset: Option<u64>,
+    ) -> Result<Vec<BatchAck>, AppendError> {
+        self.check_batch_sizes(&batches)?;
+        match lease.commit(batches, acks, expected_offset) {
+            Ok(response) => response.await.map_err(|_| AppendError::Closed)?,
+            Err(batches) => self.append_if(batches, acks, expected_offset).await,
+        }
+    }
+
+    fn check_batch_sizes(&self, batches: &[RecordBatch]) -> Result<(), AppendError> {
+        let limit = self.shared.config.read().max_batch_bytes;
+        match batches.iter().find(|b| b.len() as u64 > limit) {
+            Some(batch) => Err(AppendError::BatchTooLarge {
+                size: batch.len() as u64,
+                limit,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Closes the active segment and starts a new one now.

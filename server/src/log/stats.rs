@@ -30,6 +30,16 @@ pub struct AcksLabel {
     pub acks: &'static str,
 }
 
+/// How a streamed append's lease ended (see `log::stream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct StreamLabel {
+    /// `committed` (the streamed bytes became the append), `rewritten` (valid, but appended by
+    /// an ordinary write: duplicates, too many batches, a full segment), `revoked` (another
+    /// command needed the writer), `abandoned` (the body was invalid, incomplete, or its
+    /// request went away), or `refused` (no lease: other appends were waiting).
+    pub outcome: &'static str,
+}
+
 /// The writers' counters and histograms.
 #[derive(Debug)]
 pub struct WriterStats {
@@ -43,6 +53,8 @@ pub struct WriterStats {
     pub requests: Family<AcksLabel, Counter>,
     /// Batches answered as duplicates of ones already in the log (idempotent retries).
     pub duplicates: Counter,
+    /// Streamed appends by how their lease ended.
+    pub streams: Family<StreamLabel, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -57,9 +69,15 @@ pub static WRITER: LazyLock<WriterStats> = LazyLock::new(|| WriterStats {
     round_bytes: Histogram::new(exponential_buckets(256.0, 4.0, 12)),
     requests: Family::default(),
     duplicates: Counter::default(),
+    streams: Family::default(),
 });
 
 impl WriterStats {
+    /// Counts a streamed append's lease by how it ended.
+    pub fn stream(&self, outcome: &'static str) {
+        self.streams.get_or_create(&StreamLabel { outcome }).inc();
+    }
+
     /// Records how long one stage took.
     pub fn observe(&self, stage: &'static str, took: Duration) {
         self.stage_seconds

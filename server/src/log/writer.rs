@@ -28,10 +28,13 @@ use super::recovery::SNAPSHOT_SUFFIX;
 use super::segment::{AppendedBatch, Segment, SegmentState, segment_file_name};
 use super::shared::Shared;
 use super::stats::{AcksLabel, WRITER};
+use super::stream::StreamLease;
 use super::types::{Acks, BatchAck, LogOffsets};
 use crate::clock::stopwatch;
 use crate::io::IoError;
 use futures::future::BoxFuture;
+
+mod lease;
 
 type AppendReply = oneshot::Sender<Result<Vec<BatchAck>, AppendError>>;
 
@@ -45,6 +48,12 @@ pub(crate) enum Command {
         reply: AppendReply,
         /// When the request entered the queue (for the queue-wait histogram).
         enqueued: Instant,
+    },
+    /// Lends the active segment's tail to a streamed append (see `log::stream`); `None` when
+    /// other appends are waiting or the partition cannot take one now.
+    Stream {
+        len: u64,
+        reply: oneshot::Sender<Option<StreamLease>>,
     },
     Roll {
         reply: oneshot::Sender<Result<(), AppendError>>,
@@ -208,13 +217,14 @@ impl Writer {
                     enqueued,
                 } => {
                     let first = pending(batches, acks, expected_offset, reply, enqueued);
-                    let round = self.gather_round(first, &mut commands, &mut deferred).await;
-                    self.last_round_len = round.len();
-                    self.append_round(round).await;
+                    self.open_round(first, &mut commands, &mut deferred).await;
+                }
+                Command::Stream { len, reply } => {
+                    self.lend_tail(len, reply, &mut commands, &mut deferred)
+                        .await
                 }
                 Command::Roll { reply } => {
-                    let result = self.roll().await;
-                    let _ = reply.send(result);
+                    let _ = reply.send(self.roll().await);
                 }
                 Command::Tick { reply } => {
                     let _ = reply.send(self.roll_if_old().await);
@@ -240,6 +250,18 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Gathers and writes the round `first` opens.
+    async fn open_round(
+        &mut self,
+        first: Pending,
+        commands: &mut mpsc::Receiver<Command>,
+        deferred: &mut Option<Command>,
+    ) {
+        let round = self.gather_round(first, commands, deferred).await;
+        self.last_round_len = round.len();
+        self.append_round(round).await;
     }
 
     /// The round `first` opens: every append already queued behind it, up to
@@ -387,73 +409,53 @@ impl Writer {
 
     /// One vectored write + one fdatasync for a run of requests in one segment.
     async fn write_run(&mut self, segment: &Arc<Segment>, run: Run) {
-        if run.requests.is_empty() {
+        let Some(run) = self.runnable(run) else {
             return;
-        }
-        if let Some(reason) = self.poisoned() {
-            self.producers.undo(&run.undo, 0);
-            for request in run.requests {
-                let _ = request.reply.send(Err(AppendError::Poisoned {
-                    reason: reason.clone(),
-                }));
-            }
-            return;
-        }
-        let io = self.shared.io.clone();
-        let (start, mut next_offset) = self.written_end(segment);
-        let mut buffers = Vec::with_capacity(run.requests.len() * 2);
-        let mut appended = Vec::new();
-        let mut position = start;
-        for request in &run.requests {
-            for planned in &request.plan {
-                let Planned::Write { batch, ack } = planned else {
-                    continue;
-                };
-                assert!(
-                    ack.base_offset == next_offset,
-                    "invariant: planned offsets are contiguous"
-                );
-                // The CRC does not cover baseOffset, so the assigned offset travels in its own
-                // 8-byte buffer and the producer's bytes are written untouched.
-                buffers.push(Bytes::copy_from_slice(
-                    &(ack.base_offset as i64).to_be_bytes(),
-                ));
-                buffers.push(batch.bytes().slice(8..));
-                appended.push(AppendedBatch {
-                    position,
-                    len: batch.len() as u64,
-                    base_offset: ack.base_offset,
-                    last_offset: ack.last_offset,
-                    max_timestamp: batch.header().max_timestamp,
-                });
-                position += batch.len() as u64;
-                next_offset = ack.last_offset + 1;
-            }
-        }
+        };
+        let (start, next_offset) = self.written_end(segment);
+        let mut laid = lay_out(&run, start, next_offset);
         let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
-        self.reserve_ahead(segment, start, position).await;
+        self.reserve_ahead(segment, start, laid.end.0).await;
+        let io = self.shared.io.clone();
+        let buffers = std::mem::take(&mut laid.buffers);
         let write = write_buffers(&io, segment, start, buffers, leader_acks).await;
+        self.finish_run(segment, run, start, laid, write).await;
+    }
+
+    /// Whether a run has requests to write; a poisoned partition refuses them here.
+    fn runnable(&mut self, run: Run) -> Option<Run> {
+        if run.requests.is_empty() {
+            return None;
+        }
+        let Some(reason) = self.poisoned() else {
+            return Some(run);
+        };
+        self.producers.undo(&run.undo, 0);
+        for request in run.requests {
+            request.reply_poisoned(&reason);
+        }
+        None
+    }
+
+    /// Answers a run whose bytes went to the segment at `start` (`write` says how that went),
+    /// and publishes it once durable.
+    async fn finish_run(
+        &mut self,
+        segment: &Arc<Segment>,
+        run: Run,
+        start: u64,
+        laid: LaidOut,
+        write: Result<(), IoError>,
+    ) {
+        let io = self.shared.io.clone();
+        let LaidOut {
+            appended,
+            end: (position, next_offset),
+            ..
+        } = laid;
+        let leader_acks = run.requests.iter().any(|r| r.acks == Acks::Leader);
         if let Err(error) = write {
-            if error.op == "fdatasync" {
-                let reason = format!("fdatasync failed: {error}");
-                self.poison(reason.clone());
-                for request in run.requests {
-                    let _ = request.reply.send(Err(AppendError::Poisoned {
-                        reason: reason.clone(),
-                    }));
-                }
-                return;
-            }
-            tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
-            self.producers.undo(&run.undo, 0);
-            let error = Arc::new(error);
-            if let Err(cut) = io.set_len(segment.log_file(), start).await {
-                self.poison(format!("could not cut off a failed write: {cut}"));
-            }
-            self.preallocation.cut(start);
-            for request in run.requests {
-                let _ = request.reply.send(Err(AppendError::Io(Arc::clone(&error))));
-            }
+            self.fail_run(segment, run, start, error).await;
             return;
         }
         self.publish_end(next_offset, false);
@@ -495,6 +497,29 @@ impl Writer {
         // Index entries of the active segment reach their files when it is sealed or closed:
         // after a crash, recovery rescans the active segment and rebuilds them anyway, so
         // writing them every round would only add I/O to every append.
+    }
+
+    /// Answers a run whose write failed. A failed fdatasync poisons the partition; a failed
+    /// write is cut off, so appends resume once its cause (a full disk) is gone.
+    async fn fail_run(&mut self, segment: &Segment, run: Run, start: u64, error: IoError) {
+        if error.op == "fdatasync" {
+            let reason = format!("fdatasync failed: {error}");
+            self.poison(reason.clone());
+            for request in run.requests {
+                request.reply_poisoned(&reason);
+            }
+            return;
+        }
+        tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
+        self.producers.undo(&run.undo, 0);
+        let error = Arc::new(error);
+        if let Err(cut) = self.shared.io.set_len(segment.log_file(), start).await {
+            self.poison(format!("could not cut off a failed write: {cut}"));
+        }
+        self.preallocation.cut(start);
+        for request in run.requests {
+            let _ = request.reply.send(Err(AppendError::Io(Arc::clone(&error))));
+        }
     }
 
     /// Answers a written run of `acks=leader` requests and queues its batches for the next
@@ -861,6 +886,52 @@ fn fail_all(round: Vec<Pending>, error: &AppendError) {
     }
 }
 
+/// A run's bytes as they go to the segment: the buffers of one vectored write (each batch's
+/// assigned `baseOffset`, then the producer's bytes after it), where each batch lands, and the
+/// written end (size, next offset).
+struct LaidOut {
+    buffers: Vec<Bytes>,
+    appended: Vec<AppendedBatch>,
+    end: (u64, u64),
+}
+
+fn lay_out(run: &Run, start: u64, mut next_offset: u64) -> LaidOut {
+    let mut buffers = Vec::with_capacity(run.requests.len() * 2);
+    let mut appended = Vec::new();
+    let mut position = start;
+    for request in &run.requests {
+        for planned in &request.plan {
+            let Planned::Write { batch, ack } = planned else {
+                continue;
+            };
+            assert!(
+                ack.base_offset == next_offset,
+                "invariant: planned offsets are contiguous"
+            );
+            // The CRC does not cover baseOffset, so the assigned offset travels in its own
+            // 8-byte buffer and the producer's bytes are written untouched.
+            buffers.push(Bytes::copy_from_slice(
+                &(ack.base_offset as i64).to_be_bytes(),
+            ));
+            buffers.push(batch.bytes().slice(8..));
+            appended.push(AppendedBatch {
+                position,
+                len: batch.len() as u64,
+                base_offset: ack.base_offset,
+                last_offset: ack.last_offset,
+                max_timestamp: batch.header().max_timestamp,
+            });
+            position += batch.len() as u64;
+            next_offset = ack.last_offset + 1;
+        }
+    }
+    LaidOut {
+        buffers,
+        appended,
+        end: (position, next_offset),
+    }
+}
+
 /// Requests planned into one write.
 #[derive(Default)]
 struct Run {
@@ -871,6 +942,12 @@ struct Run {
 }
 
 impl PlannedRequest {
+    fn reply_poisoned(self, reason: &str) {
+        let _ = self.reply.send(Err(AppendError::Poisoned {
+            reason: reason.to_owned(),
+        }));
+    }
+
     fn written_bytes(&self) -> u64 {
         self.plan
             .iter()

@@ -188,6 +188,12 @@ fn produce(registry: &mut Registry, sources: &Sources<'_>) {
         "Batches answered as duplicates of batches already stored (idempotent retries)",
         WRITER.duplicates.clone(),
     );
+    registry.register(
+        "append_streams",
+        "Large raw appends streamed into the segment as they arrived, by how their lease \
+         ended (committed, rewritten, revoked, abandoned, refused)",
+        WRITER.streams.clone(),
+    );
 }
 
 fn storage(registry: &mut Registry, sources: &Sources<'_>) {
