@@ -116,6 +116,8 @@ impl Partition {
             offsets: watch::Sender::new(offsets),
             contiguous: std::sync::atomic::AtomicBool::new(contiguous),
             poisoned: RwLock::new(None),
+            lendable: std::sync::atomic::AtomicBool::new(false),
+            lend_after_ms: std::sync::atomic::AtomicI64::new(i64::MIN),
         });
         let (commands, receiver) = mpsc::channel(config.append_queue_depth);
         let writer = Writer::new(Arc::clone(&shared), recovered.meta, recovered.producers);
@@ -195,9 +197,12 @@ impl Partition {
     }
 
     /// A lease on the active segment's tail for a streamed append of a `len`-byte body (see
-    /// [`super::stream`]): `None` when the writer is busy with other appends, or cannot take
-    /// one now; the body is then appended the usual way.
+    /// [`super::stream`]): `None` when the writer is busy or serves competing appenders (asked
+    /// without waiting), or cannot lend now; the body is then appended the usual way.
     pub async fn stream_lease(&self, len: u64) -> Option<StreamLease> {
+        if !self.shared.may_lend() {
+            return None;
+        }
         let (reply, response) = oneshot::channel();
         self.commands
             .try_send(Command::Stream { len, reply })

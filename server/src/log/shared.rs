@@ -30,9 +30,24 @@ pub(crate) struct Shared {
     /// Why the writer stopped taking appends (a failed fdatasync): the writer refuses appends
     /// while it is set, and readiness and metrics report it.
     pub(crate) poisoned: RwLock<Option<String>>,
+    /// Set by the writer while it waits for commands and would lend the tail to a stream: a
+    /// request checks it before asking, so it never queues a lease request behind a busy
+    /// writer's round (it would wait that round out before reading its body).
+    pub(crate) lendable: std::sync::atomic::AtomicBool,
+    /// Clock ms before which no tail is lent: another appender showed up during a lease, and
+    /// group commit serves competing appenders better (see `writer::lease`).
+    pub(crate) lend_after_ms: std::sync::atomic::AtomicI64,
 }
 
 impl Shared {
+    /// Whether a stream may ask for the tail now: the writer said it would lend, and no
+    /// appender competed recently.
+    pub(crate) fn may_lend(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.lendable.load(Ordering::Acquire)
+            && self.clock.now_ms() >= self.lend_after_ms.load(Ordering::Acquire)
+    }
+
     pub(crate) fn active_segment(&self) -> Arc<Segment> {
         self.segments
             .read()

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use super::batch::{BatchOptions, NewRecord, RecordBatch, encode_batch};
 use super::config::LogConfig;
 use super::partition::{Acks, AppendError, Partition};
+use super::stream::StreamLease;
 use crate::clock::ManualClock;
 use crate::io::{FaultPlan, Io, IoBackendChoice};
 
@@ -28,13 +29,33 @@ fn large_batch() -> RecordBatch {
 }
 
 async fn faulty_partition(dir: &std::path::Path) -> (Partition, Arc<FaultPlan>) {
+    let (partition, faults, _clock) = partition_with_clock(dir).await;
+    (partition, faults)
+}
+
+async fn partition_with_clock(
+    dir: &std::path::Path,
+) -> (Partition, Arc<FaultPlan>, Arc<ManualClock>) {
     let (io, _) = Io::start(IoBackendChoice::Sync, dir).expect("io starts");
     let faults = Arc::new(FaultPlan::new());
     let faulty = io.with_faults(Arc::clone(&faults));
-    let partition = Partition::open(dir, LogConfig::default(), faulty, ManualClock::new(0))
+    let clock = ManualClock::new(0);
+    let partition = Partition::open(dir, LogConfig::default(), faulty, clock.clone())
         .await
         .expect("partition opens");
-    (partition, faults)
+    (partition, faults, clock)
+}
+
+/// A lease, once the freshly started writer waits for commands (it says so through
+/// `lendable`, which a request checks before asking).
+async fn lease_when_idle(partition: &Partition, len: u64) -> StreamLease {
+    for _ in 0..1000 {
+        if let Some(lease) = partition.stream_lease(len).await {
+            return lease;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("an idle writer lends its tail");
 }
 
 #[tokio::test]
@@ -43,10 +64,7 @@ async fn a_failed_streamed_write_falls_back_to_an_ordinary_append() {
     let (partition, faults) = faulty_partition(dir.path()).await;
     let batch = large_batch();
     let len = batch.len() as u64;
-    let mut lease = partition
-        .stream_lease(len)
-        .await
-        .expect("an idle writer lends");
+    let mut lease = lease_when_idle(&partition, len).await;
     faults.fail_writes(libc::EIO, 1);
     let frames = [batch.bytes().clone()];
     assert!(
@@ -69,10 +87,7 @@ async fn a_failed_commit_fdatasync_poisons_the_partition() {
     let (partition, faults) = faulty_partition(dir.path()).await;
     let batch = large_batch();
     let len = batch.len() as u64;
-    let mut lease = partition
-        .stream_lease(len)
-        .await
-        .expect("an idle writer lends");
+    let mut lease = lease_when_idle(&partition, len).await;
     assert!(lease.advance(&[batch.bytes().clone()], len));
     faults.fail_syncs(libc::EIO, 1);
     let result = partition
@@ -96,10 +111,7 @@ async fn a_lease_is_taken_back_when_another_append_arrives() {
     let (partition, _faults) = faulty_partition(dir.path()).await;
     let batch = large_batch();
     let len = batch.len() as u64;
-    let mut lease = partition
-        .stream_lease(len)
-        .await
-        .expect("an idle writer lends");
+    let mut lease = lease_when_idle(&partition, len).await;
     let half = batch.bytes().slice(..(len as usize) - 1000);
     assert!(lease.advance(std::slice::from_ref(&half), half.len() as u64));
     let small = large_batch();
@@ -116,4 +128,47 @@ async fn a_lease_is_taken_back_when_another_append_arrives() {
         .expect("appended the usual way");
     assert_eq!(acks[0].base_offset, 300);
     assert_eq!(partition.offsets().high_watermark, 600);
+}
+
+#[tokio::test]
+async fn one_stream_at_a_time_and_none_for_a_while_once_appenders_compete() {
+    let dir = tempfile::tempdir().unwrap();
+    let (partition, _faults, clock) = partition_with_clock(dir.path()).await;
+    let partition = Arc::new(partition);
+    let batch = large_batch();
+    let len = batch.len() as u64;
+    let mut lease = lease_when_idle(&partition, len).await;
+    assert!(
+        partition.stream_lease(len).await.is_none(),
+        "a second stream is refused while the tail is lent"
+    );
+    // Another appender arrives while the tail is lent: it waits for the commit, briefly.
+    let other = {
+        let partition = Arc::clone(&partition);
+        let batch = batch.clone();
+        tokio::spawn(async move { partition.append(vec![batch], Acks::All).await })
+    };
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(lease.advance(&[batch.bytes().clone()], len));
+    let acks = partition
+        .append_streamed(lease, vec![batch.clone()], Acks::All, None)
+        .await
+        .expect("the stream lands");
+    let other = other.await.unwrap().expect("the other append lands");
+    // Normally the stream keeps its place; a stall longer than the writer's patience revokes
+    // it and the other append goes first. Either way both land, once each.
+    let mut bases = [acks[0].base_offset, other[0].base_offset];
+    bases.sort_unstable();
+    assert_eq!(bases, [0, 300]);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        assert!(
+            partition.stream_lease(len).await.is_none(),
+            "appenders competed: no tail for a while"
+        );
+    }
+    clock.advance(100);
+    lease_when_idle(&partition, len).await;
 }

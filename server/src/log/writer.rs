@@ -12,6 +12,7 @@
 //! as written (PostgreSQL's "fsyncgate").
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -188,25 +189,11 @@ impl Writer {
         let mut deferred: Option<Command> = None;
         loop {
             let command = match deferred.take() {
-                Some(command) => command,
-                None => tokio::select! {
-                    result = wait_sync(&mut self.pipeline.syncing) => {
-                        if let Some(syncing) = self.pipeline.syncing.take() {
-                            self.finish_sync(syncing, result);
-                        }
-                        continue;
-                    }
-                    command = commands.recv() => match command {
-                        Some(command) => command,
-                        None => return,
-                    },
-                    _ = ticker.tick() => {
-                        if let Err(error) = self.roll_if_old().await {
-                            tracing::warn!(dir = %self.shared.dir.display(), %error, "idle roll failed");
-                        }
-                        continue;
-                    }
-                },
+                Some(command) => Some(command),
+                None => self.idle(&mut commands, &mut ticker).await,
+            };
+            let Some(command) = command else {
+                return;
             };
             match command {
                 Command::Append {
@@ -249,6 +236,37 @@ impl Writer {
                     return;
                 }
             }
+        }
+    }
+
+    /// Waits for the next command, finishing leader fdatasyncs and idle rolls meanwhile;
+    /// `None` once every handle is gone. While it waits with nothing in flight and nobody
+    /// competing, the tail may be lent to a stream (`Shared::lendable`).
+    async fn idle(
+        &mut self,
+        commands: &mut mpsc::Receiver<Command>,
+        ticker: &mut tokio::time::Interval,
+    ) -> Option<Command> {
+        loop {
+            let lendable = self.can_lend();
+            self.shared.lendable.store(lendable, Ordering::Release);
+            let next = tokio::select! {
+                result = wait_sync(&mut self.pipeline.syncing) => {
+                    if let Some(syncing) = self.pipeline.syncing.take() {
+                        self.finish_sync(syncing, result);
+                    }
+                    continue;
+                }
+                command = commands.recv() => command,
+                _ = ticker.tick() => {
+                    if let Err(error) = self.roll_if_old().await {
+                        tracing::warn!(dir = %self.shared.dir.display(), %error, "idle roll failed");
+                    }
+                    continue;
+                }
+            };
+            self.shared.lendable.store(false, Ordering::Release);
+            return next;
         }
     }
 

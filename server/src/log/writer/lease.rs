@@ -4,6 +4,7 @@
 //! over the masked ones and makes the body durable with the same answers and publication as an ordinary round.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -22,6 +23,15 @@ use crate::log::types::Acks;
 /// so a body of many small batches is cheaper rewritten by an ordinary round's one write.
 const MAX_STAMPED_BATCHES: usize = 16;
 
+/// How long an append that arrives while the tail is lent waits for the stream to commit
+/// before the lease is revoked. A body on a fast link takes well under a millisecond to finish
+/// (1 MiB: about 0.5 ms here), and revoking it costs its copy, a cut and a rewrite; a slow
+/// client must not hold the others up for longer than this.
+const PATIENCE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How long (ms) the writer lends no tail after another appender showed up during a lease.
+const CONTENTION_MEMORY_MS: i64 = 100;
+
 /// How the writer's hold on a lent tail ended.
 enum Held {
     Committed(StreamCommit),
@@ -33,8 +43,9 @@ enum Held {
 
 impl Writer {
     /// Lends the tail to a streamed append of `len` bytes and holds the writer until the
-    /// appender commits or gives up, or another command arrives (which revokes the lease and
-    /// is handled next, through `deferred`).
+    /// appender commits or gives up. Meanwhile another stream is refused at once, an append
+    /// waits up to [`PATIENCE`] for the commit (then the lease is revoked), and any other
+    /// command revokes the lease at once; the command is handled next, through `deferred`.
     pub(super) async fn lend_tail(
         &mut self,
         len: u64,
@@ -62,15 +73,30 @@ impl Writer {
             WRITER.stream("abandoned");
             return;
         }
-        let held = tokio::select! {
-            biased;
-            commit = &mut committed => match commit {
-                Ok(commit) => Held::Committed(commit),
-                Err(_) => take_back(&state, &mut committed, Held::Abandoned),
-            },
-            command = commands.recv() => {
-                *deferred = command;
-                take_back(&state, &mut committed, Held::Revoked)
+        let held = loop {
+            tokio::select! {
+                biased;
+                commit = &mut committed => break ended(commit, &state, &mut committed),
+                command = commands.recv() => match command {
+                    // One stream at a time: the other body is appended the usual way.
+                    Some(Command::Stream { reply, .. }) => {
+                        self.note_contention();
+                        WRITER.stream("refused");
+                        let _ = reply.send(None);
+                    }
+                    Some(append @ Command::Append { .. }) => {
+                        self.note_contention();
+                        *deferred = Some(append);
+                        break match tokio::time::timeout(PATIENCE, &mut committed).await {
+                            Ok(commit) => ended(commit, &state, &mut committed),
+                            Err(_) => take_back(&state, &mut committed, Held::Revoked),
+                        };
+                    }
+                    other => {
+                        *deferred = other;
+                        break take_back(&state, &mut committed, Held::Revoked);
+                    }
+                },
             }
         };
         match held {
@@ -89,14 +115,16 @@ impl Writer {
 
     /// Readies the tail for `len` streamed bytes: durable up to its end, rolled if the body
     /// would overflow the segment, its next bytes reserved. `None` (no lease) while other
-    /// appends wait or compete, since a lease would hold them up, or when the partition is
-    /// poisoned or cannot roll.
+    /// appends wait or compete (queued now, in the last round, or during a recent lease),
+    /// since a lease would hold them up, or when the partition is poisoned or cannot roll.
     async fn prepare_tail(
         &mut self,
         len: u64,
         commands: &mpsc::Receiver<Command>,
     ) -> Option<(Arc<Segment>, u64)> {
-        if self.poisoned().is_some() || !commands.is_empty() || self.last_round_len > 1 {
+        let lend_after = self.shared.lend_after_ms.load(Ordering::Acquire);
+        let competed = self.shared.clock.now_ms() < lend_after;
+        if competed || !self.can_lend() || !commands.is_empty() {
             return None;
         }
         self.settle().await;
@@ -109,6 +137,24 @@ impl Writer {
         let start = active.snapshot().durable_size;
         self.reserve_ahead(&active, start, start + len).await;
         Some((active, start))
+    }
+
+    /// Whether the writer would lend the tail, the clock aside (see `Shared::may_lend`): the
+    /// last round held one request and the partition takes appends.
+    pub(super) fn can_lend(&self) -> bool {
+        self.last_round_len <= 1 && self.poisoned().is_none()
+    }
+
+    /// Another appender arrived while the tail was lent: lend no tail for a while. Two
+    /// producers of large bodies then share group-commit rounds, as before streaming, instead
+    /// of one streaming while the other waits for it and then pays a round of its own.
+    fn note_contention(&mut self) {
+        let until = self
+            .shared
+            .clock
+            .now_ms()
+            .saturating_add(CONTENTION_MEMORY_MS);
+        self.shared.lend_after_ms.store(until, Ordering::Release);
     }
 
     /// Appends a committed stream: stamps the offsets when its bytes are exactly the append
@@ -181,6 +227,18 @@ impl Writer {
             self.poison(format!("could not cut off a streamed append: {cut}"));
         }
         self.preallocation.cut(start);
+    }
+}
+
+/// How the appender ended the lease: its commit, or (the sender dropped) giving it up.
+fn ended(
+    commit: Result<StreamCommit, oneshot::error::RecvError>,
+    state: &Mutex<LeaseState>,
+    committed: &mut oneshot::Receiver<StreamCommit>,
+) -> Held {
+    match commit {
+        Ok(commit) => Held::Committed(commit),
+        Err(_) => take_back(state, committed, Held::Abandoned),
     }
 }
 
