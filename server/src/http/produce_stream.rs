@@ -3,9 +3,11 @@
 //! that arrives is written into the segment at once, so the append's page-cache copy overlaps
 //! the transport instead of following it.
 //!
-//! The lease is asked for before the first byte is read, while the client is still sending.
-//! Whatever happens to the lease, the whole body is kept in memory too: it is validated as any raw body is, and appended the usual way when
-//! the lease was lost.
+//! The lease is asked for before the first byte is read, while the client is still sending,
+//! and only when the partition's writer says it is idle (`Partition::stream_lease`), so the
+//! read never waits for a busy writer. Whatever happens to the lease, the whole body is kept in
+//! memory too: it is validated as any raw body is, and appended the usual way when the lease
+//! was lost.
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};

@@ -1,7 +1,8 @@
 //! The writer's side of a streamed append (see `log::stream`): lending the tail of the active
 //! segment, holding it until the appender commits or anything else needs the writer, and the
 //! commit itself, which stamps the batches' real headers (with their assigned base offsets)
-//! over the masked ones and makes the body durable with the same answers and publication as an ordinary round.
+//! over the masked ones and makes the body durable with the same answers and publication as
+//! an ordinary round.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
