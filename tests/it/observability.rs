@@ -511,6 +511,26 @@ async fn every_series_the_dashboard_queries_is_exported() {
     api.produce("seen", &json!({"records": [{"value": 1}]}))
         .await;
     api.fetch_all("seen", 0, 0).await;
+    // A raw body large enough to be streamed into the log (`strata_append_streams_total`).
+    let records: Vec<strata_server::log::NewRecord> = (0..300)
+        .map(|i| strata_server::log::NewRecord {
+            timestamp: strata_tests::hour_ago_ms() + i,
+            key: None,
+            value: Some(vec![7u8; 1024].into()),
+            headers: Vec::new(),
+        })
+        .collect();
+    let options = strata_server::log::batch::BatchOptions::default();
+    let body = strata_server::log::batch::encode_batch(&options, &records).unwrap();
+    let raw = api
+        .client
+        .post(api.url("/v1/topics/seen/partitions/0/records"))
+        .header("content-type", "application/vnd.strata.record-batches")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    ok_json(raw).await;
     api.get("/v1/topics/missing").await;
     let commit = json!({"offsets": [{"topic": "seen", "partition": 0, "offset": 0}]});
     ok_json(api.post("/v1/groups/watchers/offsets", &commit).await).await;
