@@ -531,13 +531,20 @@ impl Writer {
         tracing::warn!(%error, dir = %self.shared.dir.display(), "append write failed; truncating");
         self.producers.undo(&run.undo, 0);
         let error = Arc::new(error);
-        if let Err(cut) = self.shared.io.set_len(segment.log_file(), start).await {
-            self.poison(format!("could not cut off a failed write: {cut}"));
-        }
-        self.preallocation.cut(start);
+        self.cut_back(segment, start, "a failed write").await;
         for request in run.requests {
             let _ = request.reply.send(Err(AppendError::Io(Arc::clone(&error))));
         }
+    }
+
+    /// Cuts the active segment's file back to `start` (and the reservation with it), so the
+    /// bytes of `what` never sit before the next append. A cut that fails poisons the
+    /// partition: the file then holds bytes no append accounts for.
+    async fn cut_back(&mut self, segment: &Segment, start: u64, what: &str) {
+        if let Err(cut) = self.shared.io.set_len(segment.log_file(), start).await {
+            self.poison(format!("could not cut off {what}: {cut}"));
+        }
+        self.preallocation.cut(start);
     }
 
     /// Answers a written run of `acks=leader` requests and queues its batches for the next

@@ -221,13 +221,9 @@ impl Writer {
     /// Cuts streamed bytes off the segment (and the reservation with them), so nothing but
     /// committed batches ever sits before the next append.
     async fn cut_stream(&mut self, segment: &Segment, start: u64, written: u64) {
-        if written == 0 {
-            return;
+        if written > 0 {
+            self.cut_back(segment, start, "a streamed append").await;
         }
-        if let Err(cut) = self.shared.io.set_len(segment.log_file(), start).await {
-            self.poison(format!("could not cut off a streamed append: {cut}"));
-        }
-        self.preallocation.cut(start);
     }
 }
 
