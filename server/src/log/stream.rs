@@ -14,9 +14,11 @@
 //! - **A crash mid-stream leaves bytes recovery refuses.** Until the writer stamps it, every
 //!   batch's header starts with zeros ([`MASKED_HEADER`]), no valid batch; recovery cuts the
 //!   log there, as at the zeros after a log's end.
-//! - **A lease never makes anyone wait.** The writer grants one only while no other append is
-//!   queued, and takes it back as soon as any command arrives (it then cuts the streamed
-//!   bytes off); the appender finds the lease revoked and appends the usual way.
+//! - **A lease holds nobody up for long.** The writer lends the tail only while nobody
+//!   competes, refuses a second stream, lets an arriving append wait at most a couple of
+//!   milliseconds and any other command not at all before it takes the lease back (and cuts
+//!   the streamed bytes off); the appender then finds the lease revoked and appends the usual
+//!   way (`writer::lease`).
 
 use std::sync::Arc;
 
@@ -82,7 +84,7 @@ pub struct StreamLease {
     len: u64,
     state: Arc<Mutex<LeaseState>>,
     commit: Option<oneshot::Sender<StreamCommit>>,
-    mask: BaseOffsetMask,
+    mask: HeaderMask,
     /// Body bytes written.
     written: u64,
     /// Revoked, or a write failed: the rest of the body only arrives in memory.
@@ -116,7 +118,7 @@ impl StreamLease {
             len,
             state,
             commit: Some(commit),
-            mask: BaseOffsetMask::new(len),
+            mask: HeaderMask::new(len),
             written: 0,
             lost: false,
         }
@@ -138,16 +140,37 @@ impl StreamLease {
         if waiting == 0 || (waiting < WRITE_STEP && received < self.len) {
             return true;
         }
-        let chunk = Chunk {
-            from: self.written,
-            to: received,
-            pieces: self.mask.pieces(frames, self.written, received),
-        };
-        if !write_chunk(&self.io, &self.segment, self.start, &self.state, &chunk) {
+        let pieces = self.mask.pieces(frames, self.written, received);
+        if !self.write(&pieces, received) {
             self.lose();
             return false;
         }
         self.written = received;
+        true
+    }
+
+    /// Writes the masked body bytes from `written` up to `to` under the lease's lock (so a
+    /// revoked lease gets no more bytes), then starts their writeback. `false` when the lease
+    /// was revoked or the write failed.
+    fn write(&self, pieces: &[Bytes], to: u64) -> bool {
+        let file = self.segment.log_file();
+        let position = self.start + self.written;
+        let mut held = self.state.lock();
+        if held.revoked {
+            return false;
+        }
+        if let Err(error) = self.io.write_now(file, position, pieces) {
+            drop(held);
+            tracing::warn!(%error, "streamed append write failed; appending the usual way");
+            return false;
+        }
+        held.written = to;
+        drop(held);
+        // The disk starts on these bytes while the rest of the body is still on its way, so the
+        // commit's fdatasync waits only for the last of them.
+        if let Err(error) = self.io.start_writeback(file, position, to - self.written) {
+            tracing::debug!(%error, "could not start writeback of a streamed append");
+        }
         true
     }
 
@@ -190,55 +213,18 @@ impl StreamLease {
     }
 }
 
-/// Body bytes `[from, to)`, masked.
-struct Chunk {
-    from: u64,
-    to: u64,
-    pieces: Vec<Bytes>,
-}
-
-/// Writes one chunk under the lease's lock (so a revoked lease gets no more bytes), then starts
-/// its writeback. `false` when the lease was revoked or the write failed.
-fn write_chunk(
-    io: &Io,
-    segment: &Segment,
-    start: u64,
-    state: &Mutex<LeaseState>,
-    chunk: &Chunk,
-) -> bool {
-    let mut held = state.lock();
-    if held.revoked {
-        return false;
-    }
-    let position = start + chunk.from;
-    if let Err(error) = io.write_now(segment.log_file(), position, &chunk.pieces) {
-        drop(held);
-        tracing::warn!(%error, "streamed append write failed; appending the usual way");
-        return false;
-    }
-    held.written = chunk.to;
-    drop(held);
-    // The disk starts on these bytes while the rest of the body is still on its way, so the
-    // commit's fdatasync waits only for the last of them.
-    let len = chunk.to - chunk.from;
-    if let Err(error) = io.start_writeback(segment.log_file(), position, len) {
-        tracing::debug!(%error, "could not start writeback of a streamed append");
-    }
-    true
-}
-
 /// Finds where the body's batches start as its bytes arrive, so each one's header can be
 /// written masked: a batch's length sits at bytes 8..12 of its header, and the next batch
 /// follows right after it.
 #[derive(Debug)]
-pub(crate) struct BaseOffsetMask {
+pub(crate) struct HeaderMask {
     /// The body's length.
     len: u64,
     /// Known batch starts, ascending; the last one's length may not have arrived yet.
     starts: Vec<u64>,
 }
 
-impl BaseOffsetMask {
+impl HeaderMask {
     pub(crate) fn new(len: u64) -> Self {
         Self {
             len,
@@ -375,7 +361,7 @@ mod tests {
                 expected[start..start + MASKED_LEN].copy_from_slice(&MASKED_HEADER);
             }
             let frames = split(&body, &cuts);
-            let mut mask = BaseOffsetMask::new(body.len() as u64);
+            let mut mask = HeaderMask::new(body.len() as u64);
             let mut written = Vec::new();
             let mut received = 0usize;
             let mut steps = steps.into_iter().cycle();
@@ -396,12 +382,12 @@ mod tests {
         let (mut body, _) = body_of(&[10]);
         body[8..12].copy_from_slice(&1000u32.to_be_bytes());
         let frames = vec![Bytes::from(body.clone())];
-        let mut mask = BaseOffsetMask::new(body.len() as u64);
+        let mut mask = HeaderMask::new(body.len() as u64);
         assert!(!mask.learn(&frames, body.len() as u64));
 
         body[8..12].copy_from_slice(&(-5i32).to_be_bytes());
         let frames = vec![Bytes::from(body.clone())];
-        let mut mask = BaseOffsetMask::new(body.len() as u64);
+        let mut mask = HeaderMask::new(body.len() as u64);
         assert!(!mask.learn(&frames, body.len() as u64));
     }
 
@@ -409,7 +395,7 @@ mod tests {
     fn a_header_split_across_frames_is_still_found() {
         let (body, starts) = body_of(&[3, 4]);
         let frames = split(&body, &[starts[1] + 9]);
-        let mut mask = BaseOffsetMask::new(body.len() as u64);
+        let mut mask = HeaderMask::new(body.len() as u64);
         assert!(mask.learn(&frames, (starts[1] + 9) as u64));
         assert_eq!(mask.starts, vec![0, starts[1] as u64]);
         assert!(mask.learn(&frames, body.len() as u64));
