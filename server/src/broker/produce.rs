@@ -227,23 +227,6 @@ impl Broker {
         Ok(groups)
     }
 
-    /// Appends raw Kafka record batches to one partition, stored as sent except for the base
-    /// offset the broker assigns (and the codec, when the topic sets one).
-    ///
-    /// # Errors
-    /// See [`ProduceError`]; a body with any invalid batch stores nothing.
-    pub async fn produce_batches(
-        &self,
-        topic: &WritableTopic,
-        partition: u32,
-        body: Bytes,
-        acks: Acks,
-        expected_offset: Option<u64>,
-    ) -> Result<Produced, ProduceError> {
-        self.produce_streamed(topic, partition, body, None, acks, expected_offset)
-            .await
-    }
-
     /// A lease to stream a raw body of `len` bytes into `partition` as it arrives (see
     /// `log::stream`): `None` when the topic recompresses what it stores (the stored bytes are
     /// then not the body's) or the partition's writer is busy with other appends.
@@ -263,13 +246,14 @@ impl Broker {
         Ok(log.stream_lease(len).await)
     }
 
-    /// [`Broker::produce_batches`] for a body that may have been streamed under `lease`: the
-    /// same checks and answers, and the streamed bytes become the append when they are exactly
-    /// the batches stored.
+    /// Appends raw Kafka record batches to one partition, stored as sent except for the base
+    /// offset the broker assigns (and the codec, when the topic sets one). With a `lease` (see
+    /// [`Broker::stream_lease`]) the body was already streamed into the log as it arrived, and
+    /// those bytes become the append when they are exactly the batches stored.
     ///
     /// # Errors
-    /// As [`Broker::produce_batches`].
-    pub async fn produce_streamed(
+    /// See [`ProduceError`]; a body with any invalid batch stores nothing.
+    pub async fn produce_batches(
         &self,
         topic: &WritableTopic,
         partition: u32,

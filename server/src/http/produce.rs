@@ -111,20 +111,19 @@ pub async fn produce_to_partition(
     let topic = state.broker.producible_topic(&caller, &topic)?;
     crate::broker::local_partition(topic.topic(), partition)?;
     let media = media_type(request.headers());
-    if let Some(unread) = request.extensions().get::<UnreadBody>().copied() {
-        state.broker.admit_produce(&caller, unread.length as u64)?;
-        let body = request.into_body();
-        let (body, lease) =
-            produce_stream::receive(&state.broker, &topic, partition, body, unread).await?;
-        let acks = acks(query.acks);
-        let produced = state
-            .broker
-            .produce_streamed(&topic, partition, body, lease, acks, query.expected_offset)
-            .await?;
-        return Ok(Json(response(produced, query.answer)));
-    }
-    let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
-    state.broker.admit_produce(&caller, body.len() as u64)?;
+    // The body guard leaves only large raw bodies unread; their lease streams them in.
+    let (body, lease) = match request.extensions().get::<UnreadBody>().copied() {
+        Some(unread) => {
+            state.broker.admit_produce(&caller, unread.length as u64)?;
+            let body = request.into_body();
+            produce_stream::receive(&state.broker, &topic, partition, body, unread).await?
+        }
+        None => {
+            let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
+            state.broker.admit_produce(&caller, body.len() as u64)?;
+            (body, None)
+        }
+    };
     let produced = match media.as_str() {
         "application/json" => {
             if query.expected_offset.is_some() {
@@ -145,9 +144,10 @@ pub async fn produce_to_partition(
         }
         raw if is_raw_media(raw) => {
             let acks = acks(query.acks);
+            let expected = query.expected_offset;
             let broker = &state.broker;
             broker
-                .produce_batches(&topic, partition, body, acks, query.expected_offset)
+                .produce_batches(&topic, partition, body, lease, acks, expected)
                 .await?
         }
         _ => {
