@@ -68,6 +68,7 @@ both!(
     faults_short_write_then_fail,
     append_at_writes_and_syncs_on_this_thread,
     append_at_faults_and_real_errors,
+    write_now_then_start_writeback,
 );
 
 async fn open_modes(io: Io, dir: &Path) {
@@ -158,6 +159,33 @@ async fn write_at_and_sync_persists(io: Io, dir: &Path) {
     io.sync_data(&f).await.unwrap();
     io.sync_all(&f).await.unwrap();
     assert!(io.stats().ops(IoOp::SyncAll) >= 1);
+}
+
+/// A streamed append's page-cache write and writeback hint (`log::stream`): the bytes land
+/// where asked, the hint leaves them as they are, and a range the kernel cannot take is an
+/// error naming `sync_file_range`.
+async fn write_now_then_start_writeback(io: Io, dir: &Path) {
+    let f = io
+        .open(&dir.join("seg"), OpenMode::CreateNew)
+        .await
+        .unwrap();
+    let data = pattern(300_000, 5);
+    let bufs: Vec<Bytes> = data.chunks(65_536).map(Bytes::copy_from_slice).collect();
+    io.write_now(&f, 4096, &bufs).unwrap();
+    io.start_writeback(&f, 4096, data.len() as u64).unwrap();
+    let stored = std::fs::read(f.path()).unwrap();
+    assert_eq!(stored.len(), 4096 + data.len());
+    assert_eq!(stored[..4096], [0u8; 4096]);
+    assert_eq!(stored[4096..], data[..]);
+    // Beyond what an offset can hold: refused before the call.
+    let error = io.start_writeback(&f, u64::MAX, 1).unwrap_err();
+    assert_eq!(error.op, "sync_file_range");
+    // A range whose end passes the largest offset: the kernel's own EINVAL.
+    let error = io
+        .start_writeback(&f, i64::MAX as u64 - 10, 100)
+        .unwrap_err();
+    assert_eq!(error.op, "sync_file_range");
+    assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
 }
 
 async fn empty_write_and_read(io: Io, dir: &Path) {
