@@ -125,6 +125,12 @@ impl Report {
 
     pub fn fill(&mut self, outcome: &Outcome) {
         self.measured_s = outcome.measured_s;
+        // Whether producers built each request while the last was in flight: how the figures
+        // were taken, so part of the settings.
+        if let Some(settings) = self.settings.as_object_mut() {
+            let ahead = outcome.shared.builds_ahead();
+            settings.insert("built_ahead".into(), serde_json::Value::Bool(ahead));
+        }
         let summary =
             |r: &Option<crate::stats::Recorder>| r.as_ref().map(|r| r.summary(outcome.measured_s));
         self.produce = summary(&outcome.produce);

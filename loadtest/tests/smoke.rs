@@ -185,6 +185,36 @@ fn every_workload_runs_and_verifies_against_a_real_server() {
     }
 }
 
+/// Requests of 64 KiB or more are built on each producer's own thread while the one before is
+/// in flight: the run must still stop at exactly its record budget, keep idempotent sequences
+/// in order (the server refuses a gap), and read every record back.
+#[test]
+fn producers_that_build_ahead_keep_the_budget_and_the_order() {
+    let server = Server::start_default();
+    let url = server.base_url();
+    let (report, code) = run(
+        "produce",
+        &url,
+        &[
+            "--format",
+            "raw",
+            "--producers",
+            "2",
+            "--batch-records",
+            "70",
+            "--record-size",
+            "1024",
+            "--idempotent",
+            "--count",
+            "3000",
+        ],
+    );
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["settings"]["built_ahead"], true, "{report}");
+    assert_verified(&report, "built ahead");
+    assert_eq!(report["verification"]["acknowledged"], 3000, "{report}");
+}
+
 #[test]
 fn baselines_ratios_results_plots_and_compare() {
     let server = Server::start_default();
