@@ -65,10 +65,17 @@ pub struct Shared {
 const BUILD_AHEAD_FROM_BYTES: f64 = 64.0 * 1024.0;
 
 impl Shared {
-    /// Whether producers build each request while the one before it is in flight.
+    /// Whether producers build each request while the one before it is in flight: for large
+    /// requests, and only while every producer's builder can have a core of its own. With
+    /// more producers than that, the others' requests keep the server busy while one builds,
+    /// and the builders only take cores from it (8 producers of 100 KiB on 2 cores: 0.92x).
     pub fn builds_ahead(&self) -> bool {
         let values = f64::from(self.args.batch_records) * self.args.record_size.mean();
-        self.ahead && self.args.rate.is_none() && values >= BUILD_AHEAD_FROM_BYTES
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        self.ahead
+            && self.args.rate.is_none()
+            && values >= BUILD_AHEAD_FROM_BYTES
+            && (self.args.producers as usize) < cores
     }
 
     pub fn recorder(&self) -> Recorder {
