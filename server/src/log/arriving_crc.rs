@@ -83,7 +83,7 @@ impl ArrivingCrcs {
 }
 
 /// The length of the batch starting at `start`: `Ok(None)` until its length field arrived,
-/// `Err` when the field cannot be a batch's (too short to hold a header).
+/// `Err` when the field cannot be a batch's (too short to hold its CRC).
 fn batch_len(body: &[u8], start: usize) -> Result<Option<usize>, ()> {
     let Some(field) = body.get(start + 8..start + LOG_OVERHEAD) else {
         return Ok(None);
@@ -92,7 +92,7 @@ fn batch_len(body: &[u8], start: usize) -> Result<Option<usize>, ()> {
     length.copy_from_slice(field);
     let length = usize::try_from(i32::from_be_bytes(length)).map_err(|_| ())?;
     let len = LOG_OVERHEAD + length;
-    if len <= ATTRIBUTES_OFFSET {
+    if len < ATTRIBUTES_OFFSET {
         return Err(());
     }
     Ok(Some(len))
