@@ -22,6 +22,8 @@ declare -A rows=(
   [open_100x100B_at_200]="produce --rate 200 --batch-records 100 --baselines"
   [group_commit_64x1]="produce --producers 64 --batch-records 1"
   [group_commit_8x100x1KiB]="produce --producers 8 --batch-records 100 --record-size 1024 --format raw --compact-answer"
+  # The bound of the row above: the same work without waiting for any fdatasync.
+  [group_commit_8x100x1KiB_leader]="produce --producers 8 --batch-records 100 --record-size 1024 --format raw --compact-answer --acks leader"
   [json_produce_1000x1KiB]="produce --batch-records 1000 --record-size 1024 --compact-answer"
   [raw_produce_1000x1KiB]="produce --batch-records 1000 --record-size 1024 --format raw --compact-answer"
   [json_fetch_1KiB]="consume --count 100000 --batch-records 1000 --record-size 1024 --fetch-format json"
@@ -43,8 +45,9 @@ for round in $(seq 1 "${BENCH_ROUNDS:-3}"); do
       python3 -c '
 import json, sys
 row, server, load, report = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-print(json.dumps({"row": row, "server": server, "load": load, "report": report}))' \
-        "$row" "$server" "$(cut -d' ' -f1 /proc/loadavg)" "$report" >>"$out"
+print(json.dumps({"row": row, "server": server, "round": int(sys.argv[5]), "load": load,
+                  "report": report}))' \
+        "$row" "$server" "$(cut -d' ' -f1 /proc/loadavg)" "$report" "$round" >>"$out"
       bench_stop
     done
   done

@@ -42,5 +42,45 @@ for row in rows:
         after = median([figures(r["report"])["records_per_s"] for r in runs if r["row"] == row and r["server"] == "after"])
         before = median([figures(r["report"])["records_per_s"] for r in runs if r["row"] == row and r["server"] == "before"])
         print(f"{'':<26} after/before records/s = {after / before:.3f}")
+
+
+def goals(server):
+    """Issue 15's ratios per round, each against baselines of the same round."""
+    def pick(row, rnd):
+        return next((r["report"] for r in runs
+                     if r["row"] == row and r["server"] == server and r.get("round") == rnd), None)
+
+    def lat(x, q):
+        return x["latency_ms"][q]
+
+    lines = []
+    for rnd in sorted({r.get("round") for r in runs if r["server"] == server and r.get("round")}):
+        out = []
+        small, leader = pick("all_1x100B", rnd), pick("leader_1x100B", rnd)
+        if small and leader:
+            out.append(f"leader/all {leader['produce']['requests_per_s'] / small['produce']['requests_per_s']:.2f}")
+        big = pick("all_1000x1KiB", rnd)
+        line = big["baselines"]["disk"]["mib_per_s"] if big and big.get("baselines") else None
+        if big and line:
+            out.append(f"1MiB/disk {big['produce']['mib_per_s'] / line:.3f}")
+        opened = pick("open_1x100B_at_1000", rnd)
+        if opened and opened.get("baselines"):
+            null = lat(opened["baselines"]["null_server"], "p99")
+            out.append(f"open p99/null p99 {lat(opened['produce'], 'p99') / null:.2f}")
+            if opened["baselines"].get("durable_server"):
+                out.append(f"durable p99/null p99 {lat(opened['baselines']['durable_server'], 'p99') / null:.2f}")
+        for row, name in (("group_commit_8x100x1KiB", "8x100KiB"),
+                          ("group_commit_8x100x1KiB_leader", "8x100KiB leader")):
+            group = pick(row, rnd)
+            if group and line:
+                out.append(f"{name}/1MiB line {group['produce']['mib_per_s'] / line:.3f}")
+        if out:
+            lines.append(f"  {server} round {rnd}: " + ", ".join(out))
+    return lines
+
+
+for server in servers:
+    for line in goals(server):
+        print(line)
 loads = [float(r["load"]) for r in runs]
 print(f"load average (1 min) during the runs: median {statistics.median(loads):.2f}, max {max(loads):.2f}")
