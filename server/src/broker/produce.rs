@@ -17,7 +17,6 @@ use super::error::{LookupError, ProduceError};
 use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
-use crate::log::arriving_crc::{BatchCrc, known_crc};
 use crate::log::batch::{BatchHeader, BatchOptions, Compression, Record, TimestampType};
 use crate::log::stream::StreamLease;
 use crate::log::{Acks, BatchAck, NewRecord, RecordBatch, RecordHeader};
@@ -83,27 +82,6 @@ pub struct StoredPosition {
     pub offset: u64,
     /// The timestamp stored with it.
     pub timestamp: i64,
-}
-
-/// A raw produce body, and what arrived with it when it was read while streaming
-/// (`http::produce_stream`): the lease its bytes were written under, and the CRCs of its
-/// batches computed as they came.
-#[derive(Debug)]
-pub struct RawBody {
-    pub bytes: Bytes,
-    pub lease: Option<StreamLease>,
-    pub crcs: Vec<BatchCrc>,
-}
-
-impl RawBody {
-    /// A body read whole before anything looked at it.
-    pub fn whole(bytes: Bytes) -> Self {
-        Self {
-            bytes,
-            lease: None,
-            crcs: Vec::new(),
-        }
-    }
 }
 
 /// The answer of a produce.
@@ -279,14 +257,14 @@ impl Broker {
         &self,
         topic: &WritableTopic,
         partition: u32,
-        body: RawBody,
+        body: Bytes,
+        lease: Option<StreamLease>,
         acks: Acks,
         expected_offset: Option<u64>,
     ) -> Result<Produced, ProduceError> {
         let topic = topic.topic();
         let log = local_partition(topic, partition)?;
-        let RawBody { bytes, lease, crcs } = body;
-        let (mut batches, facts) = split_batches(&bytes, &crcs)?;
+        let (mut batches, facts) = split_batches(&body)?;
         for batch in &batches {
             let header = batch.header();
             if header.producer_id >= 0 {
@@ -456,10 +434,7 @@ fn batch_options(
 
 /// The batches of a raw body, each validated for appending, with what that one parse of their
 /// records found (checked later by [`batch_timestamps`], after the producer's epoch).
-fn split_batches(
-    body: &Bytes,
-    crcs: &[BatchCrc],
-) -> Result<(Vec<RecordBatch>, Vec<RecordFacts>), ProduceError> {
+fn split_batches(body: &Bytes) -> Result<(Vec<RecordBatch>, Vec<RecordFacts>), ProduceError> {
     let mut batches = Vec::new();
     let mut facts = Vec::new();
     let mut position = 0;
@@ -468,8 +443,7 @@ fn split_batches(
             ProduceError::BadRecordBatch(format!("batch at byte {position}: {e}"))
         };
         let mut seen = RecordFacts::default();
-        let known = |len| known_crc(crcs, position, len);
-        let batch = RecordBatch::decode_first_known(&body.slice(position..), known, |record| {
+        let batch = RecordBatch::decode_first_with(&body.slice(position..), |record| {
             seen.see(record);
         })
         .map_err(|e| bad(&e))?;
@@ -605,7 +579,7 @@ mod tests {
     }
 
     fn checked(body: &Bytes, compacted: bool) -> Result<Vec<Vec<i64>>, ProduceError> {
-        let (batches, facts) = split_batches(body, &[]).expect("well-formed batches");
+        let (batches, facts) = split_batches(body).expect("well-formed batches");
         batch_timestamps(&batches, facts, compacted)
     }
 

@@ -22,7 +22,7 @@ use super::extract::{ApiBytes, ApiJsonBytes, ApiPath, ApiQuery};
 use super::paths;
 use super::produce_body::ProduceBody;
 use super::produce_stream;
-use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession, RawBody};
+use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
 use crate::log::Acks;
 use crate::security::Caller;
 
@@ -112,7 +112,7 @@ pub async fn produce_to_partition(
     crate::broker::local_partition(topic.topic(), partition)?;
     let media = media_type(request.headers());
     // The body guard leaves only large raw bodies unread; their lease streams them in.
-    let body = match request.extensions().get::<UnreadBody>().copied() {
+    let (body, lease) = match request.extensions().get::<UnreadBody>().copied() {
         Some(unread) => {
             state.broker.admit_produce(&caller, unread.length as u64)?;
             let body = request.into_body();
@@ -121,7 +121,7 @@ pub async fn produce_to_partition(
         None => {
             let ApiBytes(body) = ApiBytes::from_request(request, &state).await?;
             state.broker.admit_produce(&caller, body.len() as u64)?;
-            RawBody::whole(body)
+            (body, None)
         }
     };
     let produced = match media.as_str() {
@@ -132,7 +132,7 @@ pub async fn produce_to_partition(
                     "for JSON bodies, put expected_offset in the body",
                 ));
             }
-            let request = ProduceBody::parse(&body.bytes)?;
+            let request = ProduceBody::parse(&body)?;
             let produce = ProduceQuery {
                 value_format: query.value_format,
                 acks: query.acks,
@@ -147,7 +147,7 @@ pub async fn produce_to_partition(
             let expected = query.expected_offset;
             let broker = &state.broker;
             broker
-                .produce_batches(&topic, partition, body, acks, expected)
+                .produce_batches(&topic, partition, body, lease, acks, expected)
                 .await?
         }
         _ => {

@@ -7,8 +7,7 @@
 //! and only when the partition's writer says it is idle (`Partition::stream_lease`), so the
 //! read never waits for a busy writer. Whatever happens to the lease, the whole body is kept in
 //! memory too: it is validated as any raw body is, and appended the usual way when the lease
-//! was lost. Its in-memory copy is gathered, and its batches' CRCs computed
-//! (`log::arriving_crc`), as its frames arrive, so neither waits for the last byte.
+//! was lost.
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -16,13 +15,10 @@ use futures::StreamExt;
 
 use super::body_guard::{UnreadBody, timed_out, unreadable};
 use super::error::ApiError;
-use crate::broker::produce::RawBody;
 use crate::broker::{Broker, WritableTopic};
-use crate::log::arriving_crc::ArrivingCrcs;
 use crate::log::stream::StreamLease;
 
-/// The whole body, the lease its bytes were streamed under (if one was granted and kept), and
-/// its batches' CRCs.
+/// The whole body, and the lease its bytes were streamed under (if one was granted and kept).
 ///
 /// # Errors
 /// 408 when the body misses its deadline, 400 when it ends early, 404 for an unknown partition.
@@ -32,12 +28,11 @@ pub(super) async fn receive(
     partition: u32,
     body: Body,
     unread: UnreadBody,
-) -> Result<RawBody, ApiError> {
+) -> Result<(Bytes, Option<StreamLease>), ApiError> {
     let length = unread.length as u64;
     let mut lease = broker.stream_lease(topic, partition, length).await?;
     let mut frames: Vec<Bytes> = Vec::new();
-    let mut whole = BytesMut::with_capacity(unread.length);
-    let mut crcs = ArrivingCrcs::default();
+    let mut received = 0u64;
     let mut stream = body.into_data_stream();
     loop {
         let left = unread.timeout.saturating_sub(unread.started.elapsed());
@@ -46,26 +41,17 @@ pub(super) async fn receive(
             Ok(None) => break,
             Ok(Some(Err(_))) => return Err(unreadable()),
             Ok(Some(Ok(frame))) => {
-                if whole.len() + frame.len() > unread.length {
-                    return Err(unreadable());
-                }
-                whole.extend_from_slice(&frame);
-                if lease.is_some() {
-                    frames.push(frame);
-                    advance(&mut lease, &frames, whole.len() as u64);
-                }
-                crcs.advance(&whole);
+                received += frame.len() as u64;
+                frames.push(frame);
+                advance(&mut lease, &frames, received);
             }
         }
     }
-    if whole.len() != unread.length {
+    if received != length {
         return Err(unreadable());
     }
-    Ok(RawBody {
-        bytes: whole.freeze(),
-        lease,
-        crcs: crcs.finish(),
-    })
+
+    Ok((concat(frames, unread.length), lease))
 }
 
 /// Writes what arrived under the lease; a lost lease is dropped (the writer cuts its bytes).
@@ -75,4 +61,16 @@ fn advance(lease: &mut Option<StreamLease>, frames: &[Bytes], received: u64) {
     {
         *lease = None;
     }
+}
+
+/// The body as one buffer: the frame itself when it came whole.
+fn concat(mut frames: Vec<Bytes>, length: usize) -> Bytes {
+    if frames.len() == 1 {
+        return frames.pop().unwrap_or_default();
+    }
+    let mut body = BytesMut::with_capacity(length);
+    for frame in frames {
+        body.extend_from_slice(&frame);
+    }
+    body.freeze()
 }

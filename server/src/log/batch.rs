@@ -51,7 +51,7 @@ const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
 const MAGIC_OFFSET: usize = 16;
 const CRC_OFFSET: usize = 17;
 /// The CRC covers everything from the attributes to the end of the batch.
-pub const ATTRIBUTES_OFFSET: usize = 21;
+const ATTRIBUTES_OFFSET: usize = 21;
 const LAST_OFFSET_DELTA_OFFSET: usize = 23;
 const FIRST_TIMESTAMP_OFFSET: usize = 27;
 const MAX_TIMESTAMP_OFFSET: usize = 35;
@@ -788,17 +788,6 @@ impl RecordBatch {
         buf: &Bytes,
         visit: impl FnMut(&Record),
     ) -> Result<RecordBatch, BatchError> {
-        Self::decode_first_known(buf, |_| None, visit)
-    }
-
-    /// [`RecordBatch::decode_first_with`], taking the CRC of the batch's covered bytes from
-    /// `known` (given the batch's length) when it was already computed over exactly those
-    /// bytes (`log::arriving_crc`), rather than computing it again.
-    pub fn decode_first_known(
-        buf: &Bytes,
-        known: impl FnOnce(usize) -> Option<u32>,
-        visit: impl FnMut(&Record),
-    ) -> Result<RecordBatch, BatchError> {
         let header = BatchHeader::parse(buf)?;
         let total = header.total_len();
         if buf.len() < total {
@@ -808,7 +797,7 @@ impl RecordBatch {
             });
         }
         let bytes = buf.slice(..total);
-        let computed = known(total).unwrap_or_else(|| compute_crc(&bytes));
+        let computed = compute_crc(&bytes);
         if computed != header.crc {
             return Err(BatchError::CrcMismatch {
                 stored: header.crc,

@@ -59,7 +59,6 @@
 //! beyond `2^31 - 1` bytes plus one batch, and the writer rolls before a relative offset would
 //! leave `u32`. A format change needs an ADR and a version bump.
 
-pub mod arriving_crc;
 pub mod batch;
 pub mod batch_error;
 mod cache_window;
