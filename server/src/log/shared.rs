@@ -44,8 +44,14 @@ impl Shared {
     /// appender competed recently.
     pub(crate) fn may_lend(&self) -> bool {
         use std::sync::atomic::Ordering;
-        self.lendable.load(Ordering::Acquire)
-            && self.clock.now_ms() >= self.lend_after_ms.load(Ordering::Acquire)
+        self.lendable.load(Ordering::Acquire) && !self.competed_recently()
+    }
+
+    /// Whether another appender showed up during a lease too recently for the tail to be lent
+    /// again (`lend_after_ms`).
+    pub(crate) fn competed_recently(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.clock.now_ms() < self.lend_after_ms.load(Ordering::Acquire)
     }
 
     pub(crate) fn active_segment(&self) -> Arc<Segment> {

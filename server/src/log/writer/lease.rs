@@ -123,9 +123,7 @@ impl Writer {
         len: u64,
         commands: &mpsc::Receiver<Command>,
     ) -> Option<(Arc<Segment>, u64)> {
-        let lend_after = self.shared.lend_after_ms.load(Ordering::Acquire);
-        let competed = self.shared.clock.now_ms() < lend_after;
-        if competed || !self.can_lend() || !commands.is_empty() {
+        if self.shared.competed_recently() || !self.can_lend() || !commands.is_empty() {
             return None;
         }
         self.settle().await;
