@@ -74,6 +74,10 @@ def goals(server):
             group = pick(row, rnd)
             if group and line:
                 out.append(f"{name}/1MiB line {group['produce']['mib_per_s'] / line:.3f}")
+            bound = (group.get("baselines") or {}).get("group_server") if group else None
+            if bound and line:
+                out.append(f"group-commit server/1MiB line {bound['mib_per_s'] / line:.3f}")
+                out.append(f"{name}/group-commit server {group['produce']['mib_per_s'] / bound['mib_per_s']:.3f}")
         if out:
             lines.append(f"  {server} round {rnd}: " + ", ".join(out))
     return lines

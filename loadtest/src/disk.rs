@@ -41,7 +41,7 @@ pub struct ScratchLog {
 }
 
 /// The scratch file's largest length (a segment's default size).
-const ROLL_BYTES: u64 = 1 << 30;
+pub(crate) const ROLL_BYTES: u64 = 1 << 30;
 
 impl ScratchLog {
     /// A log in `file`, written from its start.
@@ -86,7 +86,7 @@ impl ScratchLog {
 
 /// Drops the cached pages of `file` from `dropped` up to [`CACHE_WINDOW`] before `end` (bytes
 /// already made durable), and moves `dropped` there. Advice only: a failure changes nothing.
-fn drop_cached_behind(file: &std::fs::File, end: u64, dropped: &mut u64) {
+pub(crate) fn drop_cached_behind(file: &std::fs::File, end: u64, dropped: &mut u64) {
     use std::os::fd::AsRawFd as _;
     let until = end.saturating_sub(CACHE_WINDOW) / CACHE_STEP * CACHE_STEP;
     if until < *dropped + CACHE_STEP {

@@ -11,6 +11,7 @@ mod cli;
 mod client;
 mod consumer;
 mod disk;
+mod group_log;
 mod memory;
 mod null_server;
 mod pacer;

@@ -8,6 +8,10 @@
 //! no-storage round trip and a separate write + fdatasync assumes the two costs do not meet;
 //! on a machine whose two cores run the generator, the server and the disk's completions, they
 //! do, and this variant measures what they cost together.
+//!
+//! Its group variant writes each body in its handler and answers once a shared fdatasync
+//! covers it (`group_log`): the least an HTTP server that group-commits can do, the bound for
+//! concurrent producers.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -15,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 
 use crate::disk::ScratchLog;
+use crate::group_log::GroupLog;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
@@ -37,6 +42,8 @@ struct Counters {
     next_offset: AtomicU64,
     /// Set for the durable variant: where bodies are appended.
     durable: Option<DurableFile>,
+    /// Set for the group variant: where bodies are appended and group-committed.
+    group: Option<Arc<GroupLog>>,
 }
 
 /// The durable variant's log; one writer at a time, as one partition.
@@ -61,7 +68,7 @@ struct AnswerQuery {
     answer: Option<String>,
 }
 
-fn router(durable: Option<DurableFile>) -> Router {
+fn router(storage: Storage) -> Router {
     Router::new()
         .route("/v1/topics", post(|| async { (StatusCode::CREATED, "{}") }))
         .route(
@@ -79,8 +86,31 @@ fn router(durable: Option<DurableFile>) -> Router {
         )
         .with_state(Arc::new(Counters {
             next_offset: AtomicU64::new(0),
-            durable,
+            durable: storage.durable,
+            group: storage.group,
         }))
+}
+
+/// Where a variant stores bodies: nowhere, one fdatasync each, or group-committed.
+#[derive(Default)]
+struct Storage {
+    durable: Option<DurableFile>,
+    group: Option<Arc<GroupLog>>,
+}
+
+/// Stores `body` as the variant does; an error answer when that fails.
+async fn store(counters: &Counters, body: &[u8]) -> Result<(), Response> {
+    let stored = if let Some(durable) = &counters.durable {
+        durable.append(body)
+    } else if let Some(group) = &counters.group {
+        match group.write(body) {
+            Ok(ticket) => group.durable(ticket).await,
+            Err(error) => Err(error),
+        }
+    } else {
+        Ok(())
+    };
+    stored.map_err(|error| (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response())
 }
 
 async fn produce_topic(
@@ -89,7 +119,10 @@ async fn produce_topic(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    answer(&counters, 0, &query, &headers, &body)
+    if let Err(error) = store(&counters, &body).await {
+        return error;
+    }
+    answer(&counters, 0, &query, &headers)
 }
 
 async fn produce_partition(
@@ -99,7 +132,10 @@ async fn produce_partition(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    answer(&counters, partition, &query, &headers, &body)
+    if let Err(error) = store(&counters, &body).await {
+        return error;
+    }
+    answer(&counters, partition, &query, &headers)
 }
 
 /// An answer of the shape Strata gives: one offset per record, or the compact form.
@@ -108,18 +144,12 @@ fn answer(
     partition: u32,
     query: &AnswerQuery,
     headers: &HeaderMap,
-    body: &Bytes,
 ) -> Response {
     let records: u64 = headers
         .get("loadtest-records")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    if let Some(durable) = &counters.durable
-        && let Err(error) = durable.append(body)
-    {
-        return (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
-    }
     let base = counters.next_offset.fetch_add(records, Ordering::Relaxed);
     let answer = if query.answer.as_deref() == Some("compact") {
         json!({"partitions": [{"partition": partition, "base_offset": base, "record_count": records}], "duplicate": false})
@@ -135,25 +165,43 @@ fn answer(
 /// Starts the server on 127.0.0.1 on its own two-thread runtime (as a server process would
 /// have), so it does not share the generator's threads.
 pub fn spawn() -> anyhow::Result<NullServer> {
-    spawn_with(None)
+    spawn_with(Storage::default())
 }
 
 /// Starts the durable variant, appending bodies to a scratch file in `dir` (removed when the
 /// process ends or the server's runtime stops).
 pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
+    let file = scratch_file(dir)?;
+    spawn_with(Storage {
+        durable: Some(DurableFile {
+            log: Mutex::new(ScratchLog::new(file)),
+        }),
+        group: None,
+    })
+}
+
+/// Starts the group variant, group-committing bodies to scratch files in `dir`.
+pub fn spawn_group(dir: &std::path::Path) -> anyhow::Result<NullServer> {
+    let files = [scratch_file(dir)?, scratch_file(dir)?];
+    let group = GroupLog::start(files).context("starting the group log's syncer")?;
+    spawn_with(Storage {
+        durable: None,
+        group: Some(group),
+    })
+}
+
+/// An unlinked scratch file in `dir`: the open handle keeps it until the process ends.
+fn scratch_file(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     let file = tempfile::Builder::new()
         .prefix(".strata-loadtest-durable")
         .tempfile_in(dir)
         .with_context(|| format!("a scratch file in {}", dir.display()))?;
-    // The path goes now; the open handle keeps the file until the server's runtime ends.
     let (file, path) = file.keep().context("keeping the scratch file")?;
     std::fs::remove_file(&path).context("unlinking the scratch file")?;
-    spawn_with(Some(DurableFile {
-        log: Mutex::new(ScratchLog::new(file)),
-    }))
+    Ok(file)
 }
 
-fn spawn_with(durable: Option<DurableFile>) -> anyhow::Result<NullServer> {
+fn spawn_with(storage: Storage) -> anyhow::Result<NullServer> {
     let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<SocketAddr>>();
     std::thread::spawn(move || {
         let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -176,7 +224,7 @@ fn spawn_with(durable: Option<DurableFile>) -> anyhow::Result<NullServer> {
                 }
             };
             let _ = tx.send(listener.local_addr().map_err(Into::into));
-            let _ = axum::serve(listener.tap_io(nodelay), router(durable)).await;
+            let _ = axum::serve(listener.tap_io(nodelay), router(storage)).await;
         });
     });
     let addr = rx.recv()??;
@@ -189,7 +237,7 @@ fn spawn_with(durable: Option<DurableFile>) -> anyhow::Result<NullServer> {
 pub async fn serve(listen: SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener.tap_io(nodelay), router(None)).await?;
+    axum::serve(listener.tap_io(nodelay), router(Storage::default())).await?;
     Ok(())
 }
 

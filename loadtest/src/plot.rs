@@ -71,6 +71,9 @@ fn named_series(report: &Report) -> Vec<(&'static str, &Summary)> {
         if let Some(durable) = &b.durable_server {
             series.push(("durable no-storage server", durable));
         }
+        if let Some(group) = &b.group_server {
+            series.push(("group-commit no-storage server", group));
+        }
     }
     series
 }

@@ -54,6 +54,11 @@ pub struct Baselines {
     /// fdatasynced before the answer). Absent in results of older versions.
     #[serde(default)]
     pub durable_server: Option<Summary>,
+    /// The same producers against the group variant (bodies written by their handlers, one
+    /// fdatasync at a time covering all written): measured for `acks=all` with more than one
+    /// producer, where group commit is what the server does.
+    #[serde(default)]
+    pub group_server: Option<Summary>,
     /// write + fdatasync of one request's stored bytes.
     pub disk: DiskSummary,
 }
@@ -203,6 +208,13 @@ impl Report {
                 "produce p99 / the durable no-storage server's p99 under the same load",
             );
         }
+        if let Some(group) = &baselines.group_server {
+            push(
+                "produce_rate_over_group_server_rate",
+                produce.requests_per_s / group.requests_per_s,
+                "produce requests/s / the group-commit no-storage server's (bodies written in their handlers, one fdatasync covering all written)",
+            );
+        }
         push(
             "produce_bytes_over_disk_bytes",
             produce.mib_per_s / disk.mib_per_s,
@@ -259,6 +271,9 @@ impl Report {
             line("no-storage", &b.null_server);
             if let Some(durable) = &b.durable_server {
                 line("durable no-storage", durable);
+            }
+            if let Some(group) = &b.group_server {
+                line("group-commit no-storage", group);
             }
             line(
                 &format!("disk {}B", b.disk.bytes_per_write),

@@ -9,7 +9,7 @@ use anyhow::Context;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::cli::{Delivery, LoadArgs, Start};
+use crate::cli::{Acks, Delivery, LoadArgs, Start};
 use crate::client::Strata;
 use crate::consumer::{self, Consumed, Span};
 use crate::payload::Payloads;
@@ -575,14 +575,21 @@ async fn read_back(shared: &Arc<Shared>, starts: &[(u64, u64)], ends: &[u64]) ->
     seen
 }
 
-/// The same produce load against the no-storage server, and write + fdatasync of the same
-/// request sizes, measured now.
+/// The same produce load against the no-storage server (and its durable variants), and write
+/// + fdatasync of the same request sizes, measured now.
 async fn baselines(context: &Context0, report: &Report) -> anyhow::Result<Baselines> {
     let server = crate::null_server::spawn().context("starting the no-storage server")?;
     let null_server = produce_against(context, &server.url).await?;
     let durable = crate::null_server::spawn_durable(&context.args.disk_dir)
         .context("starting the durable no-storage server")?;
     let durable_server = produce_against(context, &durable.url).await?;
+    let group_server = if context.args.producers > 1 && context.args.acks == Acks::All {
+        let group = crate::null_server::spawn_group(&context.args.disk_dir)
+            .context("starting the group-commit no-storage server")?;
+        Some(produce_against(context, &group.url).await?)
+    } else {
+        None
+    };
     let request_bytes = report.stored_bytes_per_request(&context.args);
     let disk = crate::disk::measure(
         &context.args.disk_dir,
@@ -593,6 +600,7 @@ async fn baselines(context: &Context0, report: &Report) -> anyhow::Result<Baseli
     Ok(Baselines {
         null_server,
         durable_server: Some(durable_server),
+        group_server,
         disk,
     })
 }

@@ -252,6 +252,10 @@ fn baselines_ratios_results_plots_and_compare() {
             > 0,
         "{baselines}"
     );
+    assert!(
+        baselines["group_server"].is_null(),
+        "one producer has no group commit to bound: {baselines}"
+    );
     let ratios: Vec<&str> = report["ratios"]
         .as_array()
         .expect("ratios")
@@ -324,6 +328,30 @@ fn baselines_ratios_results_plots_and_compare() {
     ]);
     assert!(plot.status.success());
     assert!(Path::new(&redrawn.join("latency.svg")).exists());
+}
+
+/// Concurrent `acks=all` producers get the group-commit bound too: the same load against a
+/// no-storage server whose handlers write the bodies and share one fdatasync at a time.
+#[test]
+fn concurrent_durable_producers_are_measured_against_group_commit() {
+    let server = Server::start_default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = dir.path().to_str().expect("utf-8 path");
+    let (report, code) = run(
+        "produce",
+        &server.base_url(),
+        &["--producers", "3", "--baselines", "--disk-dir", disk],
+    );
+    assert_eq!(code, Some(0), "{report}");
+    let group = &report["baselines"]["group_server"];
+    assert!(group["requests"].as_u64().unwrap_or(0) > 0, "{group}");
+    let ratio = report["ratios"]
+        .as_array()
+        .expect("ratios")
+        .iter()
+        .find(|r| r["name"] == "produce_rate_over_group_server_rate")
+        .expect("the group-commit ratio");
+    assert!(ratio["value"].as_f64().unwrap_or(0.0) > 0.0, "{ratio}");
 }
 
 #[test]

@@ -1,0 +1,200 @@
+//! The group-commit log behind the no-storage server's group variant: what group commit on
+//! this disk gives the same concurrent producers when nothing else stands in the way.
+//!
+//! Each request's body is written into the page cache by its own handler, and one thread runs
+//! fdatasyncs back to back while written bytes wait: each one covers everything written before
+//! it started, so requests that arrive during one sync share the next. No offsets, no
+//! validation, no queue and no writer task: a request waits only for the sync that covers it.
+//! A storing server's group commit (issue 15's goal 5b) is measured against this, since the
+//! disk's rate for one writer of 1 MiB is a line that concurrent 100 KiB requests can only
+//! approach through their round trips.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt as _;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::disk::{ROLL_BYTES, drop_cached_behind};
+
+/// A log of two scratch files written in turn (see [`GroupLog::write`]), and its syncer.
+pub struct GroupLog {
+    files: [File; 2],
+    state: Mutex<State>,
+    /// Wakes the syncer when bytes are written.
+    written: Condvar,
+    /// How many bytes (counted over the log's whole life) are durable; `None` once a sync
+    /// failed, so no request waits for bytes that will never be durable.
+    durable: watch::Sender<Option<u64>>,
+}
+
+struct State {
+    /// The file written now.
+    active: usize,
+    /// Where the next write goes in the active file.
+    end: u64,
+    /// Bytes written over the log's life: a request's ticket is this count after its write.
+    written: u64,
+    /// Files written since the last sync started.
+    dirty: [bool; 2],
+    /// How much of the active file has left the page cache.
+    dropped: u64,
+}
+
+/// How long the syncer waits for writes before it checks whether the log is still in use.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+impl GroupLog {
+    /// A log over two scratch files, with its syncer thread running while the log is in use.
+    pub fn start(files: [File; 2]) -> std::io::Result<Arc<Self>> {
+        let (durable, _) = watch::channel(Some(0));
+        let log = Arc::new(Self {
+            files,
+            state: Mutex::new(State {
+                active: 0,
+                end: 0,
+                written: 0,
+                dirty: [false; 2],
+                dropped: 0,
+            }),
+            written: Condvar::new(),
+            durable,
+        });
+        let syncer = Arc::downgrade(&log);
+        std::thread::Builder::new()
+            .name("group-log-sync".into())
+            .spawn(move || {
+                while let Some(log) = syncer.upgrade() {
+                    if !log.sync_once() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(log)
+    }
+
+    /// Writes `body` at the log's end (page cache only) and returns its ticket for
+    /// [`GroupLog::durable`].
+    ///
+    /// Past [`ROLL_BYTES`] the log moves to its other file, emptied first, as a log rolls to a
+    /// new segment: only once that file's bytes are all durable (the syncer cleared its dirty
+    /// mark), so no sync in flight loses the bytes it covers; until then it grows on.
+    pub fn write(&self, body: &[u8]) -> std::io::Result<u64> {
+        let mut state = self.lock()?;
+        let other = 1 - state.active;
+        if state.end > ROLL_BYTES && !state.dirty[other] {
+            self.files[other].set_len(0)?;
+            state.active = other;
+            state.end = 0;
+            state.dropped = 0;
+        }
+        let active = state.active;
+        self.files[active].write_all_at(body, state.end)?;
+        state.end += body.len() as u64;
+        state.written += body.len() as u64;
+        state.dirty[active] = true;
+        self.written.notify_one();
+        Ok(state.written)
+    }
+
+    /// Waits until the bytes of `ticket` are durable.
+    pub async fn durable(&self, ticket: u64) -> std::io::Result<()> {
+        let mut durable = self.durable.subscribe();
+        let reached = durable
+            .wait_for(|durable| durable.is_none_or(|durable| durable >= ticket))
+            .await
+            .map(|durable| *durable);
+        match reached {
+            Ok(Some(_)) => Ok(()),
+            _ => Err(std::io::Error::other("the group log's fdatasync failed")),
+        }
+    }
+
+    /// One fdatasync of everything written so far, once something is written within
+    /// [`IDLE_CHECK`]; `false` once a sync fails (the waiting requests are then told so).
+    fn sync_once(&self) -> bool {
+        let Ok(state) = self.lock() else {
+            return false;
+        };
+        let waited = self
+            .written
+            .wait_timeout_while(state, IDLE_CHECK, |state| !state.dirty.contains(&true));
+        let Ok((mut state, timeout)) = waited else {
+            return false;
+        };
+        if timeout.timed_out() {
+            return true;
+        }
+        let target = state.written;
+        let dirty = std::mem::take(&mut state.dirty);
+        drop(state);
+        for (file, _) in self.files.iter().zip(dirty).filter(|(_, dirty)| *dirty) {
+            if file.sync_data().is_err() {
+                self.durable.send_replace(None);
+                return false;
+            }
+        }
+        if let Ok(mut state) = self.lock() {
+            let State {
+                active,
+                end,
+                dropped,
+                ..
+            } = &mut *state;
+            drop_cached_behind(&self.files[*active], *end, dropped);
+        }
+        self.durable.send_replace(Some(target));
+        true
+    }
+
+    fn lock(&self) -> std::io::Result<MutexGuard<'_, State>> {
+        self.state
+            .lock()
+            .map_err(|_| std::io::Error::other("group log lock poisoned"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    fn scratch() -> (File, File) {
+        let file = tempfile::tempfile().expect("scratch file");
+        let reader = file.try_clone().expect("clone");
+        (file, reader)
+    }
+
+    #[tokio::test]
+    async fn a_written_body_becomes_durable_in_order() {
+        let (first, mut reader) = scratch();
+        let (second, _) = scratch();
+        let log = GroupLog::start([first, second]).expect("started");
+        let one = log.write(b"first,").expect("written");
+        let two = log.write(b"second").expect("written");
+        assert_eq!((one, two), (6, 12));
+        tokio::time::timeout(std::time::Duration::from_secs(10), log.durable(two))
+            .await
+            .expect("the syncer covers every written byte")
+            .expect("durable");
+        let mut text = String::new();
+        reader.read_to_string(&mut text).expect("read back");
+        assert_eq!(text, "first,second");
+    }
+
+    #[tokio::test]
+    async fn a_ticket_past_what_was_written_is_not_durable() {
+        let (first, _) = scratch();
+        let (second, _) = scratch();
+        let log = GroupLog::start([first, second]).expect("started");
+        let ticket = log.write(b"bytes").expect("written");
+        log.durable(ticket).await.expect("durable");
+        let later = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            log.durable(ticket + 1),
+        )
+        .await;
+        assert!(later.is_err(), "nothing was written past the ticket");
+    }
+}
