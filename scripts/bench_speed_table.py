@@ -59,6 +59,11 @@ def goals(server):
         small, leader = pick("all_1x100B", rnd), pick("leader_1x100B", rnd)
         if small and leader:
             out.append(f"leader/all {leader['produce']['requests_per_s'] / small['produce']['requests_per_s']:.2f}")
+            if small.get("baselines"):
+                # A leader request cannot beat the no-storage round trip: its ceiling.
+                null = small["baselines"]["null_server"]["requests_per_s"]
+                out.append(f"(ceiling null/all {null / small['produce']['requests_per_s']:.2f},"
+                           f" leader/null {leader['produce']['requests_per_s'] / null:.2f})")
         big = pick("all_1000x1KiB", rnd)
         line = big["baselines"]["disk"]["mib_per_s"] if big and big.get("baselines") else None
         if big and line:
