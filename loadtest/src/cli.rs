@@ -180,8 +180,8 @@ pub struct LoadArgs {
     /// Skip the read-back check (speed only; the run cannot then prove it lost nothing).
     #[arg(long)]
     pub no_verify: bool,
-    /// Also measure the no-storage HTTP server and write + fdatasync in this run, and print
-    /// the ratios.
+    /// Also measure the no-storage HTTP server (plain, durable and, for several `acks=all`
+    /// producers, group-committing) and write + fdatasync in this run, and print the ratios.
     #[arg(long)]
     pub baselines: bool,
     /// Directory for the disk baseline's scratch file (put it on the server's data disk).
