@@ -25,6 +25,8 @@ use crate::disk::{ROLL_BYTES, drop_cached_behind};
 /// A log of two scratch files written in turn (see [`GroupLog::write`]), and its syncer.
 pub struct GroupLog {
     files: [File; 2],
+    /// Length past which the log moves to its other file.
+    roll_bytes: u64,
     state: Mutex<State>,
     /// Wakes the syncer when bytes are written.
     written: Condvar,
@@ -40,8 +42,11 @@ struct State {
     end: u64,
     /// Bytes written over the log's life: a request's ticket is this count after its write.
     written: u64,
-    /// Files written since the last sync started.
-    dirty: [bool; 2],
+    /// Writes into each file so far; a sync started when `started` was taken, and finished
+    /// once `synced` is, covers the writes up to those counts.
+    writes: [u64; 2],
+    started: [u64; 2],
+    synced: [u64; 2],
     /// How much of the active file has left the page cache.
     dropped: u64,
     /// The active file's reserved length; `u64::MAX` once a reservation failed (a file system
@@ -58,14 +63,21 @@ const IDLE_CHECK: Duration = Duration::from_millis(100);
 impl GroupLog {
     /// A log over two scratch files, with its syncer thread running while the log is in use.
     pub fn start(files: [File; 2]) -> std::io::Result<Arc<Self>> {
+        Self::rolling_at(files, ROLL_BYTES)
+    }
+
+    fn rolling_at(files: [File; 2], roll_bytes: u64) -> std::io::Result<Arc<Self>> {
         let (durable, _) = watch::channel(Some(0));
         let log = Arc::new(Self {
             files,
+            roll_bytes,
             state: Mutex::new(State {
                 active: 0,
                 end: 0,
                 written: 0,
-                dirty: [false; 2],
+                writes: [0; 2],
+                started: [0; 2],
+                synced: [0; 2],
                 dropped: 0,
                 reserved: 0,
             }),
@@ -88,13 +100,13 @@ impl GroupLog {
     /// Writes `body` at the log's end (page cache only) and returns its ticket for
     /// [`GroupLog::durable`].
     ///
-    /// Past [`ROLL_BYTES`] the log moves to its other file, emptied first, as a log rolls to a
-    /// new segment: only once that file's bytes are all durable (the syncer cleared its dirty
-    /// mark), so no sync in flight loses the bytes it covers; until then it grows on.
+    /// Past `roll_bytes` ([`ROLL_BYTES`]) the log moves to its other file, emptied first, as a log rolls to a
+    /// new segment: only once a finished sync covers every write into that file, so emptying
+    /// it never takes bytes a sync in flight is making durable; until then it grows on.
     pub fn write(&self, body: &[u8]) -> std::io::Result<u64> {
         let mut state = self.lock()?;
         let other = 1 - state.active;
-        if state.end > ROLL_BYTES && !state.dirty[other] {
+        if state.end > self.roll_bytes && state.writes[other] == state.synced[other] {
             self.files[other].set_len(0)?;
             state.active = other;
             state.end = 0;
@@ -115,7 +127,7 @@ impl GroupLog {
         self.files[active].write_all_at(body, state.end)?;
         state.end += body.len() as u64;
         state.written += body.len() as u64;
-        state.dirty[active] = true;
+        state.writes[active] += 1;
         self.written.notify_one();
         Ok(state.written)
     }
@@ -141,7 +153,7 @@ impl GroupLog {
         };
         let waited = self
             .written
-            .wait_timeout_while(state, IDLE_CHECK, |state| !state.dirty.contains(&true));
+            .wait_timeout_while(state, IDLE_CHECK, |state| state.writes == state.started);
         let Ok((mut state, timeout)) = waited else {
             return false;
         };
@@ -149,23 +161,29 @@ impl GroupLog {
             return true;
         }
         let target = state.written;
-        let dirty = std::mem::take(&mut state.dirty);
+        let covers = state.writes;
+        let synced = state.synced;
+        state.started = covers;
         drop(state);
-        for (file, _) in self.files.iter().zip(dirty).filter(|(_, dirty)| *dirty) {
-            if file.sync_data().is_err() {
+        for (index, file) in self.files.iter().enumerate() {
+            if covers[index] != synced[index] && file.sync_data().is_err() {
                 self.durable.send_replace(None);
                 return false;
             }
         }
-        if let Ok(mut state) = self.lock() {
-            let State {
-                active,
-                end,
-                dropped,
-                ..
-            } = &mut *state;
-            drop_cached_behind(&self.files[*active], *end, dropped);
-        }
+        let Ok(mut state) = self.lock() else {
+            self.durable.send_replace(None);
+            return false;
+        };
+        state.synced = covers;
+        let State {
+            active,
+            end,
+            dropped,
+            ..
+        } = &mut *state;
+        drop_cached_behind(&self.files[*active], *end, dropped);
+        drop(state);
         self.durable.send_replace(Some(target));
         true
     }
@@ -220,6 +238,32 @@ mod tests {
         let mut text = [0u8; 12];
         reader.read_exact(&mut text).expect("read back");
         assert_eq!(&text, b"first,second");
+    }
+
+    #[tokio::test]
+    async fn past_its_length_the_log_moves_to_its_other_file_emptied() {
+        let (first, first_reader) = scratch();
+        let (second, mut second_reader) = scratch();
+        let log = GroupLog::rolling_at([first, second], 10).expect("started");
+        let ticket = log.write(b"0123456789ab").expect("written");
+        log.durable(ticket).await.expect("durable");
+        // The second file holds stale bytes, as a file written a roll ago would.
+        log.files[1]
+            .write_all_at(b"stale", RESERVE_STEP + 10)
+            .expect("stale bytes");
+        let ticket = log.write(b"next").expect("written");
+        log.durable(ticket).await.expect("durable");
+        let mut moved = [0u8; 4];
+        second_reader.read_exact(&mut moved).expect("read back");
+        assert_eq!(&moved, b"next", "the write went to the other file, emptied");
+        assert_eq!(
+            second_reader.metadata().expect("metadata").len(),
+            RESERVE_STEP,
+            "emptied (the stale bytes past the reservation are gone), then reserved again"
+        );
+        let mut kept = [0u8; 12];
+        first_reader.read_exact_at(&mut kept, 0).expect("read back");
+        assert_eq!(&kept, b"0123456789ab", "the first file is left as it was");
     }
 
     #[tokio::test]

@@ -40,10 +40,7 @@ pub struct NullServer {
 #[derive(Default)]
 struct Counters {
     next_offset: AtomicU64,
-    /// Set for the durable variant: where bodies are appended.
-    durable: Option<DurableFile>,
-    /// Set for the group variant: where bodies are appended and group-committed.
-    group: Option<Arc<GroupLog>>,
+    storage: Storage,
 }
 
 /// The durable variant's log; one writer at a time, as one partition.
@@ -86,29 +83,31 @@ fn router(storage: Storage) -> Router {
         )
         .with_state(Arc::new(Counters {
             next_offset: AtomicU64::new(0),
-            durable: storage.durable,
-            group: storage.group,
+            storage,
         }))
 }
 
-/// Where a variant stores bodies: nowhere, one fdatasync each, or group-committed.
+/// Where a variant stores bodies.
 #[derive(Default)]
-struct Storage {
-    durable: Option<DurableFile>,
-    group: Option<Arc<GroupLog>>,
+enum Storage {
+    /// Nowhere: the transport alone.
+    #[default]
+    Nothing,
+    /// Appended with one fdatasync each, in the handler.
+    Durable(DurableFile),
+    /// Appended in the handler and group-committed.
+    Group(Arc<GroupLog>),
 }
 
 /// Stores `body` as the variant does; an error answer when that fails.
 async fn store(counters: &Counters, body: &[u8]) -> Result<(), Response> {
-    let stored = if let Some(durable) = &counters.durable {
-        durable.append(body)
-    } else if let Some(group) = &counters.group {
-        match group.write(body) {
+    let stored = match &counters.storage {
+        Storage::Nothing => Ok(()),
+        Storage::Durable(durable) => durable.append(body),
+        Storage::Group(group) => match group.write(body) {
             Ok(ticket) => group.durable(ticket).await,
             Err(error) => Err(error),
-        }
-    } else {
-        Ok(())
+        },
     };
     stored.map_err(|error| (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response())
 }
@@ -172,22 +171,16 @@ pub fn spawn() -> anyhow::Result<NullServer> {
 /// process ends or the server's runtime stops).
 pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
     let file = scratch_file(dir)?;
-    spawn_with(Storage {
-        durable: Some(DurableFile {
-            log: Mutex::new(ScratchLog::new(file)),
-        }),
-        group: None,
-    })
+    spawn_with(Storage::Durable(DurableFile {
+        log: Mutex::new(ScratchLog::new(file)),
+    }))
 }
 
 /// Starts the group variant, group-committing bodies to scratch files in `dir`.
 pub fn spawn_group(dir: &std::path::Path) -> anyhow::Result<NullServer> {
     let files = [scratch_file(dir)?, scratch_file(dir)?];
     let group = GroupLog::start(files).context("starting the group log's syncer")?;
-    spawn_with(Storage {
-        durable: None,
-        group: Some(group),
-    })
+    spawn_with(Storage::Group(group))
 }
 
 /// An unlinked scratch file in `dir`: the open handle keeps it until the process ends.
