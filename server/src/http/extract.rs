@@ -61,6 +61,19 @@ impl<S: Send + Sync> FromRequest<S> for ApiJsonBytes {
 /// # Errors
 /// 400 `bad_json` when the body is not a JSON object of the expected shape.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    parse_json_except(body, |_| {})
+}
+
+/// [`parse_json`], with the int64 rule held only to what `user_data` leaves of the body: a
+/// record's JSON value is the producer's data, where an id above int64 is as valid as any
+/// other JSON number, while the API's own numbers (offsets, timestamps) are Kafka int64s.
+///
+/// # Errors
+/// As [`parse_json`].
+pub fn parse_json_except<T: DeserializeOwned>(
+    body: &[u8],
+    user_data: impl Fn(&mut Value),
+) -> Result<T, ApiError> {
     let bad = |e: &dyn std::fmt::Display| {
         ApiError::new(ErrorCode::BadJson, format!("invalid JSON body: {e}"))
     };
@@ -72,7 +85,8 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         ));
     }
     if has_long_digit_run(body) {
-        let value: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+        let mut value: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
+        user_data(&mut value);
         if exceeds_int64(&value) {
             return Err(ApiError::new(
                 ErrorCode::BadJson,

@@ -7,9 +7,9 @@
 //! buffer, so a request costs a handful of allocations whatever its record count.
 //!
 //! The borrowed reader is a fast path, not a second definition of the body: whatever it does
-//! not take (numbers beyond int64, floats written for integers, any malformed body) goes
-//! through [`super::extract::parse_json`] into the API's own `ProduceRequest`, so errors and
-//! edge cases answer exactly as they always did.
+//! not take (numbers of 19 digits or more, floats written for integers, any malformed body)
+//! goes through [`parse_general`] into the API's own `ProduceRequest`, so errors and edge cases
+//! answer exactly as they always did.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -114,6 +114,20 @@ fn nesting_depth(text: &[u8]) -> usize {
     deepest
 }
 
+/// The general path: the API's own `ProduceRequest`, with records' values exempt from the
+/// int64 rule (they are the producer's JSON, see `parse_json_except`).
+pub(super) fn parse_general(body: &[u8]) -> Result<ProduceRequest, ApiError> {
+    super::extract::parse_json_except(body, |body| {
+        if let Some(serde_json::Value::Array(records)) = body.get_mut("records") {
+            for record in records {
+                if let serde_json::Value::Object(fields) = record {
+                    fields.remove("value");
+                }
+            }
+        }
+    })
+}
+
 impl<'a> ProduceBody<'a> {
     /// Parses `body`.
     ///
@@ -128,7 +142,7 @@ impl<'a> ProduceBody<'a> {
         {
             return Ok(ProduceBody::Borrowed(borrowed));
         }
-        super::extract::parse_json(body).map(ProduceBody::Owned)
+        parse_general(body).map(ProduceBody::Owned)
     }
 
     /// The records, decoded per `format`, and the other fields.
