@@ -100,9 +100,10 @@ impl GroupLog {
     /// Writes `body` at the log's end (page cache only) and returns its ticket for
     /// [`GroupLog::durable`].
     ///
-    /// Past `roll_bytes` ([`ROLL_BYTES`]) the log moves to its other file, emptied first, as a log rolls to a
-    /// new segment: only once a finished sync covers every write into that file, so emptying
-    /// it never takes bytes a sync in flight is making durable; until then it grows on.
+    /// Past `roll_bytes` ([`ROLL_BYTES`]) the log moves to its other file, emptied first, as a
+    /// log rolls to a new segment: only once a finished sync covers every write into that file,
+    /// so emptying it never takes bytes a sync in flight is making durable; until then it grows
+    /// on.
     pub fn write(&self, body: &[u8]) -> std::io::Result<u64> {
         let mut state = self.lock()?;
         let other = 1 - state.active;
@@ -125,7 +126,7 @@ impl GroupLog {
             };
         }
         self.files[active].write_all_at(body, state.end)?;
-        state.end += body.len() as u64;
+        state.end = end;
         state.written += body.len() as u64;
         state.writes[active] += 1;
         self.written.notify_one();
@@ -231,7 +232,7 @@ mod tests {
         let one = log.write(b"first,").expect("written");
         let two = log.write(b"second").expect("written");
         assert_eq!((one, two), (6, 12));
-        tokio::time::timeout(std::time::Duration::from_secs(10), log.durable(two))
+        tokio::time::timeout(Duration::from_secs(10), log.durable(two))
             .await
             .expect("the syncer covers every written byte")
             .expect("durable");
@@ -290,11 +291,7 @@ mod tests {
         let log = GroupLog::start([first, second]).expect("started");
         let ticket = log.write(b"bytes").expect("written");
         log.durable(ticket).await.expect("durable");
-        let later = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            log.durable(ticket + 1),
-        )
-        .await;
+        let later = tokio::time::timeout(Duration::from_millis(50), log.durable(ticket + 1)).await;
         assert!(later.is_err(), "nothing was written past the ticket");
     }
 }
