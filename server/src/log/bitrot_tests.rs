@@ -287,3 +287,32 @@ async fn a_flip_in_the_last_batch_before_a_clean_start_does_not_cost_later_appen
         assert!(model.records.contains_key(&offset));
     }
 }
+
+/// Found by the property test above: in a closed segment, a flip in one batch's length and
+/// another in the base offset of the segment's last batch (36 read as 32). Reading offset 32
+/// searched past the damage for the next sound batch and took the last one, which nothing
+/// after it refuted, so offset 32 was answered with offset 36's record. A closed segment of a
+/// contiguous log ends right before the next segment's base, which refutes it.
+#[test]
+fn a_flipped_base_offset_in_a_closed_segments_last_batch_is_never_served() {
+    let steps = vec![
+        Step::Append(3),
+        Step::Flip {
+            clean: true,
+            file: 1 << 63,
+            byte: 4_941_092_162_600_772_755,
+            bit: 0,
+        },
+        Step::Flip {
+            clean: false,
+            file: 6_148_914_691_236_517_206,
+            byte: 14_123_288_431_438_273_797,
+            bit: 2,
+        },
+    ];
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run(steps)).unwrap();
+}

@@ -574,16 +574,20 @@ impl Partition {
     ) -> Result<Option<(Arc<Segment>, BatchRange)>, ReadError> {
         let segments = self.segments_from(offset);
         for (i, segment) in segments.iter().enumerate() {
-            let upper = segments
-                .get(i + 1)
-                .map_or(high_watermark, |next| next.base_offset());
+            let next_base = segments.get(i + 1).map(|next| next.base_offset());
+            let upper = next_base.unwrap_or(high_watermark);
             let contiguous = self
                 .shared
                 .contiguous
                 .load(std::sync::atomic::Ordering::SeqCst);
-            if let Some(range) =
-                segment.locate(offset, max_bytes, high_watermark, upper, contiguous)?
-            {
+            if let Some(range) = segment.locate(
+                offset,
+                max_bytes,
+                high_watermark,
+                upper,
+                contiguous,
+                next_base.is_some(),
+            )? {
                 return Ok(Some((Arc::clone(segment), range)));
             }
         }

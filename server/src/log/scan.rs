@@ -274,13 +274,15 @@ impl Scanner<'_> {
     /// beyond it (every record takes several bytes). Cheap on garbage: the magic byte and the
     /// offset bound reject almost every position before a CRC is computed.
     fn resync(&self, damaged: u64) -> Option<(u64, u64)> {
-        let (upper, contiguous) = match self.role {
+        let (upper, contiguous, end_offset) = match self.role {
             SegmentRole::Closed {
                 next_base,
                 contiguous,
-            } => (next_base, contiguous),
-            SegmentRole::ActiveAfterCleanStop { log_end } => (log_end.unwrap_or(u64::MAX), true),
-            SegmentRole::ActiveAfterCrash => (u64::MAX, true),
+            } => (next_base, contiguous, contiguous.then_some(next_base)),
+            SegmentRole::ActiveAfterCleanStop { log_end } => {
+                (log_end.unwrap_or(u64::MAX), true, log_end)
+            }
+            SegmentRole::ActiveAfterCrash => (u64::MAX, true, None),
         };
         next_sound_batch(
             self.bytes,
@@ -290,6 +292,7 @@ impl Scanner<'_> {
                 max_end_position: self.limits.max_end_position,
                 upper,
                 contiguous,
+                end_offset,
             },
         )
     }
@@ -415,6 +418,12 @@ pub struct Resync {
     pub upper: u64,
     /// The partition's offsets have no gaps (no compaction ever ran).
     pub contiguous: bool,
+    /// The offset right after the segment's last batch, when it is known: a closed segment
+    /// of a contiguous log ends right before the next segment's base, and after a clean stop
+    /// the active segment ends at the recorded log end. A sound batch that ends the bytes must
+    /// end there; otherwise its base offset was flipped (the header after it, which would
+    /// refute it, is missing).
+    pub end_offset: Option<u64>,
 }
 
 /// The first position after the damage where a sound batch starts whose offsets can follow
@@ -443,6 +452,11 @@ pub fn next_sound_batch(bytes: &Bytes, resync: Resync) -> Option<(u64, u64)> {
                 header.last_offset() as u64,
                 resync.contiguous,
             )
+            && ends_where_known(
+                at + header.total_len() < bytes.len(),
+                header.last_offset() as u64,
+                resync.end_offset,
+            )
             && RecordBatch::decode_first(&bytes.slice(at..)).is_ok()
         {
             return Some((position, base));
@@ -450,6 +464,12 @@ pub fn next_sound_batch(bytes: &Bytes, resync: Resync) -> Option<(u64, u64)> {
         position += 1;
     }
     None
+}
+
+/// Whether a batch whose last offset is `last` fits the segment's known end: a batch that
+/// ends the bytes (`!followed`) must end right before `end_offset`, when that is known.
+fn ends_where_known(followed: bool, last: u64, end_offset: Option<u64>) -> bool {
+    followed || end_offset.is_none_or(|end| last.checked_add(1) == Some(end))
 }
 
 /// Whether the headers after a batch ending at `next` (whose last offset is `last`) do not

@@ -248,7 +248,9 @@ impl Segment {
     /// `offset` (or the first one after it, when compaction left a gap) and the batches after it
     /// while they fit in `max_bytes` (always at least one) and start below `high_watermark`;
     /// every offset is below `upper` (the next segment's base, or the high watermark);
-    /// `contiguous`: the partition never held compacted segments, so offsets have no gaps. `None`
+    /// `contiguous`: the partition never held compacted segments, so offsets have no gaps;
+    /// `closed`: a later segment exists, so (when contiguous) this one ends right before
+    /// `upper`. `None`
     /// when the segment has nothing at or after `offset`. The choice is [`choose_batches`].
     ///
     /// # Errors
@@ -261,6 +263,7 @@ impl Segment {
         high_watermark: u64,
         upper: u64,
         contiguous: bool,
+        closed: bool,
     ) -> Result<Option<BatchRange>, SegmentReadError> {
         let (entry, durable) = {
             let state = self.state.read();
@@ -324,6 +327,7 @@ impl Segment {
                             max_end_position: durable,
                             upper: upper.min(high_watermark),
                             contiguous,
+                            end_offset: (closed && contiguous).then_some(upper),
                         },
                     );
                     match resumed {
