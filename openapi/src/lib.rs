@@ -38,7 +38,7 @@ pub use offsets::{
 };
 pub use producers::{InitProducerRequest, ProducerIdentity};
 pub use records::{
-    Acks, AnswerShape, CompactProduceResponse, FetchQuery, FetchResponse, FetchedRecord,
+    Acks, AnswerShape, CompactProduceResponse, FetchQuery, FetchResponse, FetchedRecord, JsonText,
     PartitionAppend, ProduceAnswer, ProduceQuery, ProduceRecord, ProduceRequest, ProduceResponse,
     ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };

@@ -4,14 +4,16 @@
 //! JSON forms below map onto those bytes exactly.
 //! - Keys: `key` is a UTF-8 string stored as its bytes (so a key lands on the partition a Kafka
 //!   client with a string serializer picks); `key_base64` carries any other bytes.
-//! - Values follow [`ValueFormat`]: `json` stores the value as compact JSON text and returns it
-//!   parsed, `string` stores UTF-8 text as is, `base64` carries arbitrary bytes.
+//! - Values follow [`ValueFormat`]: `json` stores the value as its JSON text less the whitespace
+//!   between tokens (numbers keep every digit, objects their key order) and returns that text,
+//!   `string` stores UTF-8 text as is, `base64` carries arbitrary bytes.
 //! - A `null` or absent value is a null value: a tombstone on compacted topics.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
@@ -43,8 +45,9 @@ impl ToSchema for RecordBatchBytes {}
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValueFormat {
-    /// Any JSON value, stored as its compact JSON text and returned parsed. Header values are
-    /// UTF-8 strings.
+    /// Any JSON value, stored as its JSON text less the whitespace between tokens and returned
+    /// as that text: numbers keep every digit as written and objects their key order. A number
+    /// beyond a double's range (such as `1e400`) is refused. Header values are UTF-8 strings.
     #[default]
     Json,
     /// A JSON string whose UTF-8 text is stored as is. Header values are UTF-8 strings.
@@ -278,6 +281,53 @@ pub struct FetchQuery {
     pub value_format: ValueFormat,
 }
 
+/// A JSON value carried as its text.
+///
+/// Fetch answers a `json` value as the producer wrote it: a `serde_json::Value` would round
+/// numbers past 64 bits to a float and sort object keys, which changes the producer's data
+/// (a 30-digit amount, a signed document whose bytes must not move).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JsonText(Box<RawValue>);
+
+impl JsonText {
+    /// Wraps text already known to be one valid JSON value.
+    pub fn new(raw: Box<RawValue>) -> Self {
+        JsonText(raw)
+    }
+
+    /// A JSON string holding `text`.
+    pub fn string(text: &str) -> Self {
+        JsonText(serde_json::value::to_raw_value(text).expect("a str always serializes"))
+    }
+
+    /// The value's JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value parsed (numbers past 64 bits become floats).
+    ///
+    /// # Errors
+    /// Never for a value built by this type's constructors; kept fallible for deserialized ones.
+    pub fn parse(&self) -> serde_json::Result<Value> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl From<&Value> for JsonText {
+    fn from(value: &Value) -> Self {
+        JsonText(serde_json::value::to_raw_value(value).expect("a Value always serializes"))
+    }
+}
+
+/// Two values are equal when their texts are: `1.0` and `1` differ, as they do on the wire.
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
 /// One record as returned by fetch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct FetchedRecord {
@@ -296,8 +346,8 @@ pub struct FetchedRecord {
     pub key_base64: Option<String>,
     /// Record value in the requested `value_format`; `null` for a null value (a tombstone) or
     /// when the bytes cannot be shown in that format (then `value_base64` is set).
-    #[schema(required = true)]
-    pub value: Option<Value>,
+    #[schema(required = true, value_type = Option<Value>)]
+    pub value: Option<JsonText>,
     /// Record value as base64, present only when the stored bytes are not valid in the
     /// requested `value_format` (for example non-JSON bytes with `value_format=json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

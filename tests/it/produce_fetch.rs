@@ -77,6 +77,62 @@ async fn json_values_keep_integers_above_int64() {
     assert_eq!(body["error"]["code"], "bad_json", "{body}");
 }
 
+/// A `json` value comes back as the producer wrote it, less whitespace: every digit of a long
+/// number, `1.10` as written and keys in their order, whichever body reader took the request
+/// (a number of 19 digits or more sends a body the general way). A number no JSON reader can
+/// hold is refused rather than stored.
+#[tokio::test]
+async fn json_values_come_back_as_the_producer_wrote_them() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("docs", 1).await;
+    let sent = [
+        r#"{"z": 1, "amount": 123456789012345678901234567890, "price": 1.10}"#,
+        r#"{"z": [1.0, 2e3], "a": {"y": "x  y", "b": null}}"#,
+    ];
+    let stored = [
+        r#"{"z":1,"amount":123456789012345678901234567890,"price":1.10}"#,
+        r#"{"z":[1.0,2e3],"a":{"y":"x  y","b":null}}"#,
+    ];
+    for value in sent {
+        let response = api
+            .client
+            .post(api.url("/v1/topics/docs/records"))
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"records": [{{"value": {value}}}]}}"#))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{value}");
+    }
+    for accept in ["application/json", "application/x-ndjson"] {
+        let answer = api
+            .client
+            .get(api.url("/v1/topics/docs/partitions/0/records?offset=0"))
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{accept}");
+        let text = answer.text().await.unwrap();
+        for value in stored {
+            assert!(text.contains(&format!(r#""value":{value}"#)), "{text}");
+        }
+    }
+    let refused = api
+        .client
+        .post(api.url("/v1/topics/docs/records"))
+        .header("content-type", "application/json")
+        .body(r#"{"records": [{"value": {"far": 1e400}}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 422);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid", "{body}");
+    assert_eq!(api.fetch_all("docs", 0, 0).await.len(), 2);
+}
+
 #[tokio::test]
 async fn json_produce_fetch_round_trips_keys_values_headers_and_timestamps() {
     let server = Server::start_default();

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use serde_json::Value;
-use strata_openapi::{ErrorCode, FetchedRecord, ProduceRecord, ValueFormat};
+use strata_openapi::{ErrorCode, FetchedRecord, JsonText, ProduceRecord, ValueFormat};
 
 use super::error::ApiError;
 use crate::broker::produce::IncomingRecord;
@@ -107,15 +107,15 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
     let (value, value_base64) = match &record.value {
         None => (None, None),
         Some(bytes) => match format {
-            ValueFormat::Json => match serde_json::from_slice::<Value>(bytes) {
-                Ok(value) => (Some(value), None),
-                Err(_) => (None, Some(encode_base64(bytes))),
+            ValueFormat::Json => match super::json_text::stored_json(bytes) {
+                Some(text) => (Some(text), None),
+                None => (None, Some(encode_base64(bytes))),
             },
             ValueFormat::String => match std::str::from_utf8(bytes) {
-                Ok(text) => (Some(Value::String(text.to_string())), None),
+                Ok(text) => (Some(JsonText::string(text)), None),
                 Err(_) => (None, Some(encode_base64(bytes))),
             },
-            ValueFormat::Base64 => (Some(Value::String(encode_base64(bytes))), None),
+            ValueFormat::Base64 => (Some(JsonText::string(&encode_base64(bytes))), None),
         },
     };
     let headers: BTreeMap<String, Option<String>> = record
@@ -194,9 +194,26 @@ mod tests {
         );
         let fetched = to_fetched_record(0, &stored(new), ValueFormat::Json);
         assert_eq!(
-            fetched.value,
+            fetched.value.map(|v| v.parse().unwrap()),
             Some(serde_json::json!({"a": [1, 2], "b": "x"}))
         );
+    }
+
+    #[test]
+    fn stored_json_is_answered_as_its_own_text() {
+        let stored_value = Record {
+            value: Some(Bytes::from_static(
+                b"{\"z\": 1, \"n\": 123456789012345678901234567890, \"p\": 1.10}",
+            )),
+            ..stored(produce(Value::Null, ValueFormat::Json).unwrap())
+        };
+        let fetched = to_fetched_record(0, &stored_value, ValueFormat::Json);
+        assert_eq!(
+            fetched.value.as_ref().map(JsonText::get),
+            Some(r#"{"z":1,"n":123456789012345678901234567890,"p":1.10}"#)
+        );
+        let document = serde_json::to_string(&fetched).unwrap();
+        assert!(document.contains(r#""value":{"z":1,"n":123456789012345678901234567890"#));
     }
 
     #[test]

@@ -238,11 +238,15 @@ fn json_payload_bytes(record: &strata_openapi::FetchedRecord) -> u64 {
         .as_ref()
         .or(record.key_base64.as_ref())
         .map_or(0, String::len);
-    let value = match &record.value {
-        Some(serde_json::Value::String(text)) => text.len(),
-        Some(serde_json::Value::Null) | None => 0,
-        Some(other) => other.to_string().len(),
-    };
+    // A string's text without its quotes (escapes counted as written).
+    let value = record.value.as_ref().map_or(0, |value| {
+        let text = value.get();
+        match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+            Some(inner) => inner.len(),
+            None if text == "null" => 0,
+            None => text.len(),
+        }
+    });
     (key + value) as u64
 }
 

@@ -19,6 +19,7 @@ mod fetch_json;
 pub mod groups;
 pub mod health;
 pub mod holds;
+mod json_text;
 pub mod observe;
 pub mod offsets;
 pub mod openapi;

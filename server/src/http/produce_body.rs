@@ -77,7 +77,42 @@ struct BorrowedRecord<'a> {
 /// go the general way and get its answer.
 const FAST_PATH_MAX_DEPTH: usize = 100;
 
-impl BorrowedBody<'_> {
+/// Only the records' values of a body, as raw text.
+#[derive(Deserialize)]
+struct RawValues<'a> {
+    #[serde(borrow)]
+    records: Vec<RawValueOf<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawValueOf<'a> {
+    #[serde(default, borrow)]
+    value: Option<&'a RawValue>,
+}
+
+impl<'a> BorrowedBody<'a> {
+    /// `request`'s fields with each record's value replaced by its raw text in `values`.
+    fn with_raw_values(request: ProduceRequest, values: Vec<RawValueOf<'a>>) -> Self {
+        let records = request
+            .records
+            .into_iter()
+            .zip(values)
+            .map(|(record, raw)| BorrowedRecord {
+                key: record.key.map(Cow::Owned),
+                key_base64: record.key_base64.map(Cow::Owned),
+                value: raw.value,
+                headers: record.headers,
+                timestamp: record.timestamp,
+                partition: record.partition,
+            })
+            .collect();
+        BorrowedBody {
+            records,
+            producer: request.producer,
+            expected_offset: request.expected_offset,
+        }
+    }
+
     fn has_deep_value(&self) -> bool {
         self.records
             .iter()
@@ -114,6 +149,17 @@ fn nesting_depth(text: &[u8]) -> usize {
     deepest
 }
 
+/// The fast reader: `None` for whatever it leaves to the general path.
+fn read_fast(body: &[u8]) -> Option<BorrowedBody<'_>> {
+    let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if !is_object || super::extract::has_long_digit_run(body) {
+        return None;
+    }
+    serde_json::from_slice::<BorrowedBody<'_>>(body)
+        .ok()
+        .filter(|borrowed| !borrowed.has_deep_value())
+}
+
 /// The general path: the API's own `ProduceRequest`, with records' values exempt from the
 /// int64 rule (they are the producer's JSON, see `parse_json_except`).
 pub(super) fn parse_general(body: &[u8]) -> Result<ProduceRequest, ApiError> {
@@ -134,15 +180,18 @@ impl<'a> ProduceBody<'a> {
     /// # Errors
     /// 400 `bad_json` exactly as [`super::extract::parse_json`] answers it.
     pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
-        let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        if is_object
-            && !super::extract::has_long_digit_run(body)
-            && let Ok(borrowed) = serde_json::from_slice::<BorrowedBody<'a>>(body)
-            && !borrowed.has_deep_value()
-        {
+        if let Some(borrowed) = read_fast(body) {
             return Ok(ProduceBody::Borrowed(borrowed));
         }
-        parse_general(body).map(ProduceBody::Owned)
+        let request = parse_general(body)?;
+        // The general path checked the body; its values are taken raw from the same bytes,
+        // as the fast path takes them, so a value keeps its text whichever path read it.
+        match serde_json::from_slice::<RawValues<'a>>(body) {
+            Ok(raw) if raw.records.len() == request.records.len() => Ok(ProduceBody::Borrowed(
+                BorrowedBody::with_raw_values(request, raw.records),
+            )),
+            _ => Ok(ProduceBody::Owned(request)),
+        }
     }
 
     /// The records, decoded per `format`, and the other fields.
@@ -298,11 +347,12 @@ fn json_string(raw: &RawValue) -> Option<Cow<'_, str>> {
     }
 }
 
-/// A JSON value as compact text, as `Value::to_string` writes it (object keys sorted).
+/// A JSON value as its compact text, keeping its numbers and key order (see `json_text`).
 fn compact_json(raw: &RawValue, buffer: &mut Vec<u8>) -> Result<(), String> {
-    let value: serde_json::Value =
-        serde_json::from_str(raw.get()).map_err(|e| format!("value: {e}"))?;
-    serde_json::to_writer(buffer, &value).map_err(|e| format!("value: {e}"))
+    let text = raw.get().as_bytes();
+    super::json_text::check(text).map_err(|e| format!("value: {e}"))?;
+    super::json_text::append_compact(text, buffer);
+    Ok(())
 }
 
 fn decode_base64_into(text: &str, buffer: &mut Vec<u8>) -> Result<(), String> {

@@ -27,7 +27,7 @@ fn fast(body: &[u8], format: ValueFormat) -> Result<Vec<IncomingRecord>, (ErrorC
 
 fn is_borrowed(body: &Value) -> bool {
     let bytes = serde_json::to_vec(body).unwrap();
-    matches!(ProduceBody::parse(&bytes), Ok(ProduceBody::Borrowed(_)))
+    read_fast(&bytes).is_some()
 }
 
 #[test]
@@ -77,10 +77,7 @@ fn escaped_strings_are_unescaped() {
 fn bodies_the_fast_reader_refuses_answer_as_before() {
     // A float written for an integer is accepted by the general path's second try.
     let float_timestamp = br#"{"records": [{"value": "eA==", "timestamp": 1000.0}]}"#;
-    assert!(matches!(
-        ProduceBody::parse(float_timestamp),
-        Ok(ProduceBody::Owned(_))
-    ));
+    assert!(read_fast(float_timestamp).is_none());
     let records = fast(float_timestamp, ValueFormat::Base64).unwrap();
     assert_eq!(records[0].timestamp, Some(1000));
     for body in [
