@@ -311,38 +311,26 @@ impl Segment {
                 // Damage that recovery has not seen (a closed segment is not rescanned): find
                 // the next sound batch as recovery would, and read on from there if the
                 // offset lies beyond the damage.
-                Err(ChoiceError::BadHeader {
-                    position,
-                    expected_offset,
-                    search_from,
-                    source,
-                }) => {
-                    let damaged = start + search_from as u64;
-                    let durable_bytes = self.map.slice(0..durable as usize);
-                    let resumed = next_sound_batch(
-                        &durable_bytes,
-                        Resync {
-                            damaged,
-                            expected: expected_offset,
-                            max_end_position: durable,
-                            upper: upper.min(high_watermark),
-                            contiguous,
-                            end_offset: (closed && contiguous).then_some(upper),
-                        },
-                    );
-                    match resumed {
+                Err(
+                    error @ ChoiceError::BadHeader {
+                        expected_offset,
+                        search_from,
+                        ..
+                    },
+                ) => {
+                    let resync = Resync {
+                        damaged: start + search_from as u64,
+                        expected: expected_offset,
+                        max_end_position: durable,
+                        upper: upper.min(high_watermark),
+                        contiguous,
+                        end_offset: (closed && contiguous).then_some(upper),
+                    };
+                    match next_sound_batch(&self.map.slice(0..durable as usize), resync) {
                         Some((next, base)) if base <= offset => {
                             attempt = (next, bounds_from(Some(base)));
                         }
-                        _ => {
-                            let error = ChoiceError::BadHeader {
-                                position,
-                                expected_offset,
-                                search_from,
-                                source,
-                            };
-                            return Err(self.corrupt(start, error));
-                        }
+                        _ => return Err(self.corrupt(start, error)),
                     }
                 }
                 Err(error) => return Err(self.corrupt(start, error)),
