@@ -4,7 +4,9 @@
 # same command right after it (--baselines), BENCH_ROUNDS times (default 3, medians printed).
 # With BEFORE=/path/to/an/older/strata, every workload also runs against that binary in the
 # same rounds (alternating which goes first), and the table shows after / before.
-# Prints one JSON line per run to $BENCH_OUT (default bench-speed.jsonl) and a table at the end.
+# With the 8 x 100 KiB row, each round also measures goal 5b's floor without HTTP
+# (`strata-loadtest tcp-bound`). Prints one JSON line per run to $BENCH_OUT (default
+# bench-speed.jsonl) and a table at the end.
 # Env: BENCH_SECONDS (default 3), BENCH_ROUNDS (default 3), BEFORE (optional), BENCH_ROWS
 # (optional: space-separated row names to run, default all).
 set -euo pipefail
@@ -52,5 +54,15 @@ print(json.dumps({"row": row, "server": server, "round": int(sys.argv[5]), "load
       bench_stop
     done
   done
+  # Goal 5b's floor without HTTP: the same 8 x 100 KiB group-committed over bare TCP, against
+  # the 1 MiB line measured right before and after it.
+  if [ -z "${BENCH_ROWS:-}" ] || [[ " $BENCH_ROWS " == *" group_commit_8x100x1KiB "* ]]; then
+    bound=$("$BIN/strata-loadtest" tcp-bound --dir "$work" --duration-s "$seconds")
+    python3 -c '
+import json, sys
+print(json.dumps({"row": "tcp_bound", "server": "floor", "round": int(sys.argv[1]),
+                  "load": sys.argv[2], "report": json.loads(sys.argv[3])}))' \
+      "$round" "$(cut -d' ' -f1 /proc/loadavg)" "$bound" >>"$out"
+  fi
 done
 python3 scripts/bench_speed_table.py "$out"

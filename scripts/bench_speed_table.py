@@ -5,6 +5,10 @@ import statistics
 import sys
 
 runs = [json.loads(line) for line in open(sys.argv[1])]
+# The bare-TCP group-commit floor (`strata-loadtest tcp-bound`), one per round: not a workload
+# against a server, so it is printed with the goals only.
+floors = {r["round"]: r["report"] for r in runs if r["row"] == "tcp_bound"}
+runs = [r for r in runs if r["row"] != "tcp_bound"]
 
 
 def figures(report):
@@ -83,6 +87,16 @@ def goals(server):
             if bound and line:
                 out.append(f"group-commit server/1MiB line {bound['mib_per_s'] / line:.3f}")
                 out.append(f"{name}/group-commit server {group['produce']['mib_per_s'] / bound['mib_per_s']:.3f}")
+        floor = floors.get(rnd)
+        if floor:
+            out.append(f"bare-TCP group commit/its own line {floor['ratio_to_line']:.3f}")
+            group = pick("group_commit_8x100x1KiB", rnd)
+            if group:
+                tcp = floor["group_commit"]["mib_per_s"]
+                out.append(f"8x100KiB/bare TCP {group['produce']['mib_per_s'] / tcp:.3f}")
+                bound = (group.get("baselines") or {}).get("group_server")
+                if bound:
+                    out.append(f"group-commit server/bare TCP {bound['mib_per_s'] / tcp:.3f}")
         if out:
             lines.append(f"  {server} round {rnd}: " + ", ".join(out))
     return lines

@@ -50,6 +50,26 @@ pub enum Command {
         #[arg(long)]
         rate: Option<f64>,
     },
+    /// Group commit over bare TCP (no HTTP) against the disk's 1 MiB write + fdatasync line,
+    /// measured before and after: the floor under any HTTP server's group commit here (issue
+    /// 15's goal 5b). Prints JSON.
+    TcpBound {
+        /// Concurrent producers, one request in flight each.
+        #[arg(long, default_value_t = 8)]
+        producers: usize,
+        /// Bytes per request.
+        #[arg(long, default_value_t = 102_400)]
+        bytes: usize,
+        /// Directory for the scratch files: the disk the server's data lives on.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Seconds measured (the group commit, and each line).
+        #[arg(long, default_value_t = 5.0)]
+        duration_s: f64,
+        /// Seconds of group commit before the measured window.
+        #[arg(long, default_value_t = 1.0)]
+        warmup_s: f64,
+    },
     /// Prints two result files side by side with the ratio B / A.
     Compare { a: PathBuf, b: PathBuf },
     /// Draws a result file's plots (PNG and SVG) into a directory.

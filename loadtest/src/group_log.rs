@@ -133,6 +133,11 @@ impl GroupLog {
         Ok(state.written)
     }
 
+    /// Bytes written over the log's life.
+    pub fn written(&self) -> std::io::Result<u64> {
+        Ok(self.lock()?.written)
+    }
+
     /// Waits until the bytes of `ticket` are durable.
     pub async fn durable(&self, ticket: u64) -> std::io::Result<()> {
         let mut durable = self.durable.subscribe();

@@ -22,6 +22,7 @@ mod progress;
 mod report;
 mod run;
 mod stats;
+mod tcp_bound;
 mod verify;
 
 use clap::Parser;
@@ -61,6 +62,23 @@ async fn run_command() -> anyhow::Result<()> {
                 rate,
             )?;
             println!("{}", serde_json::to_string(&disk)?);
+            return Ok(());
+        }
+        Command::TcpBound {
+            producers,
+            bytes,
+            dir,
+            duration_s,
+            warmup_s,
+        } => {
+            let shape = tcp_bound::Shape {
+                producers,
+                request_bytes: bytes,
+                warmup: std::time::Duration::from_secs_f64(warmup_s),
+                duration: std::time::Duration::from_secs_f64(duration_s),
+            };
+            let bound = tcp_bound::measure(&dir, shape).await?;
+            println!("{}", serde_json::to_string(&bound)?);
             return Ok(());
         }
         Command::Compare { a, b } => {

@@ -354,6 +354,43 @@ fn concurrent_durable_producers_are_measured_against_group_commit() {
     assert!(ratio["value"].as_f64().unwrap_or(0.0) > 0.0, "{ratio}");
 }
 
+/// `tcp-bound` prints goal 5b's floor without HTTP: every answered body written, the rate
+/// set against the 1 MiB line measured before and after.
+#[test]
+fn the_bare_tcp_floor_prints_its_rate_against_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = loadtest(&[
+        "tcp-bound",
+        "--dir",
+        dir.path().to_str().expect("utf-8 path"),
+        "--producers",
+        "2",
+        "--bytes",
+        "8192",
+        "--duration-s",
+        "0.2",
+        "--warmup-s",
+        "0.05",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let bound: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let answered = bound["answered"].as_u64().expect("answered");
+    assert!(
+        bound["group_commit"]["requests"].as_u64().unwrap_or(0) > 0,
+        "{bound}"
+    );
+    assert_eq!(
+        bound["written_bytes"].as_u64(),
+        Some(answered * 8192),
+        "{bound}"
+    );
+    assert!(
+        bound["ratio_to_line"].as_f64().unwrap_or(0.0) > 0.0,
+        "{bound}"
+    );
+    assert_eq!(bound["line_mib_per_s"].as_array().map(Vec::len), Some(2));
+}
+
 #[test]
 fn impossible_settings_are_refused_with_a_reason() {
     for (args, reason) in [
