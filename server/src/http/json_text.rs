@@ -12,11 +12,12 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 use serde_json::value::RawValue;
 use strata_openapi::JsonText;
 
-/// Appends `text`, one valid JSON value, to `out` without the whitespace outside strings.
-pub(crate) fn append_compact(text: &[u8], out: &mut Vec<u8>) {
-    out.reserve(text.len());
-    let (mut run_start, mut in_string, mut escaped) = (0, false, false);
-    for (index, &byte) in text.iter().enumerate() {
+/// The bytes of JSON text that are outside its strings, with their positions: string
+/// contents and their quotes are left out, so what remains is structure, numbers, literals and
+/// whitespace.
+pub(crate) fn outside_strings(text: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
+    let (mut in_string, mut escaped) = (false, false);
+    text.iter().enumerate().filter_map(move |(index, &byte)| {
         if in_string {
             match byte {
                 _ if escaped => escaped = false,
@@ -24,15 +25,24 @@ pub(crate) fn append_compact(text: &[u8], out: &mut Vec<u8>) {
                 b'"' => in_string = false,
                 _ => {}
             }
-            continue;
+            return None;
         }
-        match byte {
-            b'"' => in_string = true,
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                out.extend_from_slice(&text[run_start..index]);
-                run_start = index + 1;
-            }
-            _ => {}
+        if byte == b'"' {
+            in_string = true;
+            return None;
+        }
+        Some((index, byte))
+    })
+}
+
+/// Appends `text`, one valid JSON value, to `out` without the whitespace outside strings.
+pub(crate) fn append_compact(text: &[u8], out: &mut Vec<u8>) {
+    out.reserve(text.len());
+    let mut run_start = 0;
+    for (index, byte) in outside_strings(text) {
+        if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+            out.extend_from_slice(&text[run_start..index]);
+            run_start = index + 1;
         }
     }
     out.extend_from_slice(&text[run_start..]);

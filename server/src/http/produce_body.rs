@@ -125,19 +125,8 @@ impl<'a> BorrowedBody<'a> {
 /// The deepest nesting of arrays and objects in valid JSON text.
 fn nesting_depth(text: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (_, byte) in super::json_text::outside_strings(text) {
         match byte {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
