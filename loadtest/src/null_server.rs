@@ -178,9 +178,13 @@ pub fn spawn_durable(dir: &std::path::Path) -> anyhow::Result<NullServer> {
 
 /// Starts the group variant, group-committing bodies to scratch files in `dir`.
 pub fn spawn_group(dir: &std::path::Path) -> anyhow::Result<NullServer> {
+    spawn_with(Storage::Group(start_group_log(dir)?))
+}
+
+/// A group-commit log over two scratch files in `dir`, its syncer running.
+pub(crate) fn start_group_log(dir: &std::path::Path) -> anyhow::Result<Arc<GroupLog>> {
     let files = [scratch_file(dir)?, scratch_file(dir)?];
-    let group = GroupLog::start(files).context("starting the group log's syncer")?;
-    spawn_with(Storage::Group(group))
+    GroupLog::start(files).context("starting the group log's syncer")
 }
 
 /// An unlinked scratch file in `dir`: the open handle keeps it until the process ends.
@@ -195,6 +199,22 @@ fn scratch_file(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
 }
 
 fn spawn_with(storage: Storage) -> anyhow::Result<NullServer> {
+    let addr = serve_on_own_runtime(|listener| async move {
+        let _ = axum::serve(listener.tap_io(nodelay), router(storage)).await;
+    })?;
+    Ok(NullServer {
+        url: format!("http://{addr}"),
+    })
+}
+
+/// Runs `serve` on a listener bound to 127.0.0.1 on its own two-thread runtime and thread (as
+/// a server process would have), so a baseline server does not share the generator's threads.
+/// Returns the listener's address once it is bound.
+pub(crate) fn serve_on_own_runtime<F, Fut>(serve: F) -> anyhow::Result<SocketAddr>
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<SocketAddr>>();
     std::thread::spawn(move || {
         let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -217,13 +237,10 @@ fn spawn_with(storage: Storage) -> anyhow::Result<NullServer> {
                 }
             };
             let _ = tx.send(listener.local_addr().map_err(Into::into));
-            let _ = axum::serve(listener.tap_io(nodelay), router(storage)).await;
+            serve(listener).await;
         });
     });
-    let addr = rx.recv()??;
-    Ok(NullServer {
-        url: format!("http://{addr}"),
-    })
+    rx.recv()?
 }
 
 /// Serves until killed (the `null-server` subcommand).

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::disk;
 use crate::group_log::GroupLog;
+use crate::null_server;
 use crate::stats::{Recorder, Summary};
 
 /// What one run measured.
@@ -127,37 +128,13 @@ const FAILED: u8 = 0;
 /// The server on its own two-thread runtime (as the HTTP baselines have), until the process
 /// ends.
 fn spawn_server(dir: &Path) -> anyhow::Result<(std::net::SocketAddr, Arc<GroupLog>)> {
-    let files = [scratch(dir)?, scratch(dir)?];
-    let log = GroupLog::start(files).context("starting the group log's syncer")?;
+    let log = null_server::start_group_log(dir)?;
     let served = Arc::clone(&log);
-    let (tx, rx) = std::sync::mpsc::channel::<anyhow::Result<std::net::SocketAddr>>();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build();
-        let runtime = match runtime {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                let _ = tx.send(Err(error.into()));
-                return;
-            }
-        };
-        runtime.block_on(async move {
-            let listener = match TcpListener::bind("127.0.0.1:0").await {
-                Ok(listener) => listener,
-                Err(error) => {
-                    let _ = tx.send(Err(error.into()));
-                    return;
-                }
-            };
-            let _ = tx.send(listener.local_addr().map_err(Into::into));
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, Arc::clone(&served)));
-            }
-        });
-    });
-    let address = rx.recv()??;
+    let address = null_server::serve_on_own_runtime(|listener| async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve(stream, Arc::clone(&served)));
+        }
+    })?;
     Ok((address, log))
 }
 
@@ -180,16 +157,6 @@ async fn serve(mut stream: TcpStream, log: Arc<GroupLog>) -> std::io::Result<()>
             .write_all(&[if durable.is_ok() { ACK } else { FAILED }])
             .await?;
     }
-}
-
-fn scratch(dir: &Path) -> anyhow::Result<std::fs::File> {
-    let file = tempfile::Builder::new()
-        .prefix(".strata-loadtest-tcp-bound")
-        .tempfile_in(dir)
-        .with_context(|| format!("a scratch file in {}", dir.display()))?;
-    let (file, path) = file.keep().context("keeping the scratch file")?;
-    std::fs::remove_file(&path).context("unlinking the scratch file")?;
-    Ok(file)
 }
 
 #[cfg(test)]
