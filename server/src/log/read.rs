@@ -111,7 +111,7 @@ struct Walked {
 /// Whether the headers after `next` do not refute a batch whose last offset is `last` (see
 /// `scan::confirmed_by_next`).
 fn confirmed(window: &[u8], next: usize, last: u64) -> bool {
-    super::scan::confirmed_by_next(window, next, last, true)
+    super::scan::confirmed_by_next(window, next, last, true, None)
 }
 
 /// The index of the first accepted batch that holds `offset` or comes after it; an error when

@@ -451,10 +451,6 @@ pub fn next_sound_batch(bytes: &Bytes, resync: Resync) -> Option<(u64, u64)> {
                 at + header.total_len(),
                 header.last_offset() as u64,
                 resync.contiguous,
-            )
-            && ends_where_known(
-                at + header.total_len() < bytes.len(),
-                header.last_offset() as u64,
                 resync.end_offset,
             )
             && RecordBatch::decode_first(&bytes.slice(at..)).is_ok()
@@ -466,17 +462,18 @@ pub fn next_sound_batch(bytes: &Bytes, resync: Resync) -> Option<(u64, u64)> {
     None
 }
 
-/// Whether a batch whose last offset is `last` fits the segment's known end: a batch that
-/// ends the bytes (`!followed`) must end right before `end_offset`, when that is known.
-fn ends_where_known(followed: bool, last: u64, end_offset: Option<u64>) -> bool {
-    followed || end_offset.is_none_or(|end| last.checked_add(1) == Some(end))
-}
-
 /// Whether the headers after a batch ending at `next` (whose last offset is `last`) do not
 /// refute it: the next header follows on, or (when the next batch is itself damaged) the one
-/// after it follows on by the next header's span. A missing or unparseable next header neither
-/// confirms nor refutes.
-pub(crate) fn confirmed_by_next(bytes: &[u8], next: usize, last: u64, contiguous: bool) -> bool {
+/// after it follows on by the next header's span. Where the bytes end, the segment's end stands
+/// for the next header: with `end_offset` known, the batch must end right before it; without,
+/// nothing is confirmed or refuted. An unparseable next header neither confirms nor refutes.
+pub(crate) fn confirmed_by_next(
+    bytes: &[u8],
+    next: usize,
+    last: u64,
+    contiguous: bool,
+    end_offset: Option<u64>,
+) -> bool {
     let header_at = |at: usize| {
         bytes
             .get(at..)
@@ -491,8 +488,10 @@ pub(crate) fn confirmed_by_next(bytes: &[u8], next: usize, last: u64, contiguous
             base >= after as i64
         }
     };
-    let Some(Ok(following)) = header_at(next) else {
-        return true;
+    let following = match header_at(next) {
+        None => return end_offset.is_none_or(|end| last.checked_add(1) == Some(end)),
+        Some(Err(_)) => return true,
+        Some(Ok(following)) => following,
     };
     if follows(&following, last + 1) {
         return true;
