@@ -103,7 +103,9 @@ pub struct MemberFetchQuery {
     pub max_wait_ms: Option<u64>,
     /// Byte budget over all partitions (at least one batch per partition with data).
     pub max_bytes: Option<u64>,
-    /// Most records in the answer.
+    /// Most records in the answer, at least 1.
+    #[serde(default, deserialize_with = "crate::query::at_least_one")]
+    #[param(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub max_records: Option<u32>,
     /// How values are shown.
     #[serde(default)]

@@ -18,6 +18,7 @@ pub mod health;
 pub mod holds;
 pub mod offsets;
 pub mod producers;
+pub mod query;
 pub mod records;
 pub mod streams;
 pub mod topics;

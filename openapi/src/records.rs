@@ -268,9 +268,14 @@ pub struct FetchQuery {
     /// available). Absent: the server's limit; larger values are capped by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
-    /// Upper bound on the number of records returned. Absent: the server's limit; larger values
-    /// are capped by it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Upper bound on the number of records returned, at least 1. Absent: the server's limit;
+    /// larger values are capped by it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::at_least_one"
+    )]
+    #[param(minimum = 1, maximum = 4294967295.0, format = Int64)]
     pub max_records: Option<u32>,
     /// When reading at the high watermark, how long to wait for new records before answering
     /// with none. Absent or 0: answer at once. Capped by the server's limit.

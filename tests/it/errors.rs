@@ -165,6 +165,7 @@ async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_uncha
         "offset=abc",
         "offset=99999999999999999999999",
         "max_records=-5",
+        "max_records=0",
         "max_wait_ms=soon",
         "value_format=xml",
         "no_such_param=1",
@@ -177,6 +178,19 @@ async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_uncha
         )
         .await;
     }
+    // An upper bound of zero records is refused, not read as one record.
+    let refused = expect_error(
+        api.get("/v1/topics/t/partitions/0/records?max_records=0")
+            .await,
+        400,
+        "bad_query",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("max_records") && message.contains("at least 1"),
+        "{message}"
+    );
     // Well-formed parameters that cannot go together: 422, not a parse error.
     expect_error(
         api.get("/v1/topics/t/partitions/0/records?offset=0&timestamp=5")

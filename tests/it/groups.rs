@@ -661,6 +661,12 @@ async fn a_zombies_commit_is_rejected_and_leaves_the_committed_offset_unchanged(
         .await;
     }
     expect_error(poll_raw(&api, &zombie, "").await, 409, "stale_generation").await;
+    expect_error(
+        poll_raw(&api, &live, "max_records=0").await,
+        400,
+        "bad_query",
+    )
+    .await;
     assert_eq!(committed(&api, "fenced").await, kept);
     // Without member id while the group has members: refused too.
     expect_error(
