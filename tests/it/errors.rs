@@ -380,3 +380,78 @@ async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_uncha
     assert_eq!(values, vec![json!(1), json!(2)]);
     assert!(!server.stderr().contains("panicked"), "no handler panicked");
 }
+
+/// A lone surrogate escape (`"\ud800"`, which some encoders write for text that is not
+/// Unicode) is refused wherever it appears, with a message that names the rule; serde_json's
+/// own ("unexpected end of hex escape") names neither, and a `string` value was told it was
+/// not a string.
+#[tokio::test]
+async fn a_lone_surrogate_escape_is_refused_with_a_message_that_names_it() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("u", 1).await;
+    let post = |path: &'static str, body: &'static str| {
+        api.client
+            .post(api.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let records = "/v1/topics/u/partitions/0/records";
+    let as_string = "/v1/topics/u/partitions/0/records?value_format=string";
+    for (path, body, status, code) in [
+        (
+            records,
+            r#"{"records":[{"value":"\ud800"}]}"#,
+            422,
+            "invalid",
+        ),
+        (
+            records,
+            r#"{"records":[{"value":{"a":["\udc00x"]}}]}"#,
+            422,
+            "invalid",
+        ),
+        (
+            as_string,
+            r#"{"records":[{"value":"\ud800"}]}"#,
+            422,
+            "invalid",
+        ),
+        (
+            records,
+            r#"{"records":[{"key":"\ud800","value":1}]}"#,
+            400,
+            "bad_json",
+        ),
+        (
+            records,
+            r#"{"records":[{"value":1,"headers":{"h":"\udfff"}}]}"#,
+            400,
+            "bad_json",
+        ),
+    ] {
+        let refused = expect_error(post(path, body).await.unwrap(), status, code).await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("surrogate"), "{body}: {message}");
+    }
+    // A surrogate pair is one character and goes through.
+    let stored = ok_json(
+        post(as_string, r#"{"records":[{"value":"\ud83d\ude00"}]}"#)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(stored["offsets"][0]["offset"], 0, "{stored}");
+    let fetched = ok_json(
+        api.get("/v1/topics/u/partitions/0/records?value_format=string")
+            .await,
+    )
+    .await;
+    assert_eq!(
+        fetched["records"].as_array().map(Vec::len),
+        Some(1),
+        "{fetched}"
+    );
+    assert_eq!(fetched["records"][0]["value"], "\u{1F600}", "{fetched}");
+}

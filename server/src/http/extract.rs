@@ -74,8 +74,11 @@ pub fn parse_json_except<T: DeserializeOwned>(
     body: &[u8],
     user_data: impl Fn(&mut Value),
 ) -> Result<T, ApiError> {
-    let bad = |e: &dyn std::fmt::Display| {
-        ApiError::new(ErrorCode::BadJson, format!("invalid JSON body: {e}"))
+    let bad = |e: &serde_json::Error| {
+        ApiError::new(
+            ErrorCode::BadJson,
+            format!("invalid JSON body: {}", super::json_text::describe(e)),
+        )
     };
     // serde would also read a struct from an array of its fields: a body is an object.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {

@@ -60,6 +60,27 @@ pub(crate) fn check(text: &[u8]) -> Result<(), serde_json::Error> {
     serde_json::from_slice::<Checked>(text).map(|_| ())
 }
 
+/// serde_json's message for `error`, with what its terse escape errors mean. A lone surrogate
+/// (`"\ud800"`, which some encoders write for text that is not Unicode) is reported by
+/// serde_json as "unexpected end of hex escape", which names neither the surrogate nor the rule.
+pub(crate) fn describe(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let escape = [
+        "hex escape",
+        "surrogate",
+        "unicode code point",
+        "invalid escape",
+    ];
+    if escape.iter().any(|e| message.contains(e)) {
+        format!(
+            "{message} (a \\u escape takes four hex digits, and a surrogate \\ud800-\\udfff \
+             only comes as a high-low pair: JSON text must be Unicode)"
+        )
+    } else {
+        message
+    }
+}
+
 /// A stored value as the `json` format answers it: its compact text, or `None` when the bytes
 /// are not such a value (then fetch answers them as base64).
 pub(crate) fn stored_json(bytes: &[u8]) -> Option<JsonText> {

@@ -286,11 +286,15 @@ fn decode_record(
             Some(append(buffer, |b| compact_json(raw, b)).map_err(invalid)?)
         }
         (Some(raw), ValueFormat::String) => {
-            let text = json_string(raw).ok_or_else(not_a_string)?;
+            let text = json_string(raw)
+                .map_err(invalid)?
+                .ok_or_else(not_a_string)?;
             Some(copy_into(buffer, text.as_bytes()))
         }
         (Some(raw), ValueFormat::Base64) => {
-            let encoded = json_string(raw).ok_or_else(not_a_string)?;
+            let encoded = json_string(raw)
+                .map_err(invalid)?
+                .ok_or_else(not_a_string)?;
             Some(
                 append(buffer, |b| decode_base64_into(&encoded, b))
                     .map_err(|e| invalid(format!("value: {e}")))?,
@@ -326,20 +330,27 @@ fn copy_into(buffer: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
 
 /// The text of a JSON string, borrowed when it holds no escapes; `None` when `raw` is not a
 /// string.
-fn json_string(raw: &RawValue) -> Option<Cow<'_, str>> {
+///
+/// # Errors
+/// A string whose escapes are not Unicode text (a lone surrogate).
+fn json_string(raw: &RawValue) -> Result<Option<Cow<'_, str>>, String> {
     let text = raw.get();
-    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.contains('\\') {
-        serde_json::from_str::<String>(text).ok().map(Cow::Owned)
-    } else {
-        Some(Cow::Borrowed(inner))
+    let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else {
+        return Ok(None);
+    };
+    if !inner.contains('\\') {
+        return Ok(Some(Cow::Borrowed(inner)));
     }
+    serde_json::from_str::<String>(text)
+        .map(|unescaped| Some(Cow::Owned(unescaped)))
+        .map_err(|e| format!("value: {}", super::json_text::describe(&e)))
 }
 
 /// A JSON value as its compact text, keeping its numbers and key order (see `json_text`).
 fn compact_json(raw: &RawValue, buffer: &mut Vec<u8>) -> Result<(), String> {
     let text = raw.get().as_bytes();
-    super::json_text::check(text).map_err(|e| format!("value: {e}"))?;
+    super::json_text::check(text)
+        .map_err(|e| format!("value: {}", super::json_text::describe(&e)))?;
     super::json_text::append_compact(text, buffer);
     Ok(())
 }
