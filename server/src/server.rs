@@ -153,6 +153,18 @@ pub async fn build_state(
             "restored consumer-group offsets from tiered storage"
         );
     }
+    // A crash between a topic's deletion and its offsets' tombstones leaves offsets of a
+    // topic that no longer exists.
+    let forgotten = offsets
+        .forget_topics(|topic| catalog.get(topic).is_none(), clock.now_ms())
+        .await
+        .map_err(|error| StartError::Groups(error.to_string()))?;
+    if forgotten > 0 {
+        tracing::info!(
+            offsets = forgotten,
+            "deleted committed offsets of topics that no longer exist"
+        );
+    }
     let audit = Arc::new(
         AuditLog::open(Arc::clone(&catalog), config.audit_upload_idle_ms)
             .await

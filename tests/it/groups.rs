@@ -1308,3 +1308,53 @@ async fn lag_covers_every_subscribed_partition_and_says_where_it_counts_from() {
         "{lag}"
     );
 }
+
+/// A deleted topic takes the groups' committed offsets with it (as in Kafka): a new topic of
+/// the same name starts at offset 0 again, and an old offset of 5 would make a group skip its
+/// first five records without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topics_offsets_do_not_carry_over_to_a_new_topic_of_the_same_name() {
+    let (_clock, server, api) = in_process().await;
+    api.create_topic("ledger", 1).await;
+    api.create_topic("other", 1).await;
+    produce_n(&api, "ledger", 0, 6).await;
+    produce_n(&api, "other", 0, 6).await;
+    commit(&api, "books", None, &[("ledger", 0, 5), ("other", 0, 4)]).await;
+    commit(&api, "audit", None, &[("ledger", 0, 2)]).await;
+    // A member that lives through the deletion has read up to offset 6.
+    let (live, _) = join(
+        &api,
+        "tail",
+        json!({"topics": ["ledger"], "auto_offset_reset": "earliest"}),
+    )
+    .await;
+    assert_eq!(drain(&api, &live).await, expected(&[(0, 0..6)]));
+
+    assert_eq!(
+        delete(&api, "/v1/topics/ledger").await.status().as_u16(),
+        204
+    );
+    assert_eq!(
+        committed(&api, "books").await,
+        offsets_map(&[("other", 0, 4)])
+    );
+    // A group left with nothing is gone, as after deleting its offsets.
+    expect_error(
+        api.get("/v1/groups/audit/offsets").await,
+        404,
+        "group_not_found",
+    )
+    .await;
+
+    api.create_topic("ledger", 1).await;
+    produce_n(&api, "ledger", 0, 7).await;
+    assert_eq!(drain(&api, &live).await, expected(&[(0, 0..7)]));
+    let (member, _) = join(
+        &api,
+        "books",
+        json!({"topics": ["ledger"], "auto_offset_reset": "earliest"}),
+    )
+    .await;
+    assert_eq!(drain(&api, &member).await, expected(&[(0, 0..7)]));
+    server.stop().await;
+}

@@ -185,6 +185,9 @@ pub enum TopicError {
     /// The partition's remote part could not be opened.
     #[error(transparent)]
     Remote(#[from] TieringError),
+    /// A deleted topic's committed offsets could not be deleted before its name was reused.
+    #[error(transparent)]
+    Offsets(#[from] OffsetStoreError),
 }
 
 /// Why issuing a producer identity failed.

@@ -85,6 +85,11 @@ impl Broker {
         self.authorize(caller, Operation::Create, Resource::topic(name))?;
         let name = TopicName::parse(name).map_err(CatalogError::from)?;
         self.refuse_lock_without_worm(configs)?;
+        // Offsets left by a deleted topic of this name (its delete could not tombstone them):
+        // they would make groups skip the new topic's first records.
+        self.offsets
+            .forget_topics(|topic| topic == name.as_str(), self.clock.now_ms())
+            .await?;
         Ok(self.catalog.create(&name, partitions, configs).await?)
     }
 
@@ -127,6 +132,16 @@ impl Broker {
         // The bucket may hold the topic even if tiering is off now: never let a restore
         // revive it.
         self.tiering.delete_topic(name).await;
+        self.coordinator.forget_topic(name);
+        // Groups' offsets go with the topic, as in Kafka. Should this fail, creating a topic
+        // of the same name (or the next start) forgets them before anyone can use them.
+        if let Err(error) = self
+            .offsets
+            .forget_topics(|topic| topic == name, self.clock.now_ms())
+            .await
+        {
+            tracing::warn!(topic = name, %error, "could not delete the groups' offsets of a deleted topic");
+        }
         Ok(())
     }
 

@@ -596,6 +596,15 @@ impl Coordinator {
         out
     }
 
+    /// Forgets every member's read position in a deleted topic: a new topic of the same name
+    /// starts at offset 0, and an old position would skip its first records.
+    pub fn forget_topic(&self, topic: &str) {
+        let mut groups = self.groups.lock();
+        for member in groups.values_mut().flat_map(|g| g.members.values_mut()) {
+            member.positions.retain(|(t, _), _| t != topic);
+        }
+    }
+
     /// Topics read by a group's members.
     pub fn topics(&self, group_id: &str) -> BTreeSet<String> {
         let groups = self.groups.lock();

@@ -260,23 +260,54 @@ impl OffsetStore {
     /// # Errors
     /// The append failed.
     pub async fn delete_group(&self, group: &str, now_ms: i64) -> Result<usize, OffsetStoreError> {
-        let keys: Vec<TopicPartition> = self.committed(group).into_keys().collect();
-        let records: Vec<NewRecord> = keys
-            .iter()
-            .map(|(topic, partition)| {
-                let key = OffsetKey {
-                    group: group.to_string(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                };
-                NewRecord {
-                    timestamp: now_ms,
-                    key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
-                    value: None,
-                    headers: Vec::new(),
-                }
-            })
-            .collect();
+        self.forget_where(|g, _| g == group, now_ms).await
+    }
+
+    /// Deletes every group's committed offsets of topics that `gone` names (tombstones): a
+    /// deleted topic's offsets must not carry over to a new topic of the same name, whose
+    /// offsets start again at 0 (a group would skip its first records without a word).
+    ///
+    /// # Errors
+    /// The append failed.
+    pub async fn forget_topics(
+        &self,
+        gone: impl Fn(&str) -> bool,
+        now_ms: i64,
+    ) -> Result<usize, OffsetStoreError> {
+        self.forget_where(|_, topic| gone(topic), now_ms).await
+    }
+
+    /// Tombstones every committed offset whose (group, topic) `forget` picks.
+    async fn forget_where(
+        &self,
+        forget: impl Fn(&str, &str) -> bool,
+        now_ms: i64,
+    ) -> Result<usize, OffsetStoreError> {
+        let records: Vec<NewRecord> = {
+            let cache = self.cache.read();
+            cache
+                .iter()
+                .flat_map(|(group, offsets)| {
+                    offsets
+                        .keys()
+                        .map(move |(topic, partition)| (group, topic, partition))
+                })
+                .filter(|(group, topic, _)| forget(group, topic))
+                .map(|(group, topic, partition)| {
+                    let key = OffsetKey {
+                        group: group.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    NewRecord {
+                        timestamp: now_ms,
+                        key: Some(Bytes::from(serde_json::to_vec(&key).unwrap_or_default())),
+                        value: None,
+                        headers: Vec::new(),
+                    }
+                })
+                .collect()
+        };
         let count = records.len();
         self.append(records).await?;
         Ok(count)

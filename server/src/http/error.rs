@@ -338,6 +338,7 @@ impl From<TopicError> for ApiError {
                 ApiError::new(ErrorCode::InvalidConfig, error.to_string())
             }
             TopicError::Remote(remote) => remote.into(),
+            TopicError::Offsets(offsets) => offsets.into(),
         }
     }
 }
