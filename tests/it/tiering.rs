@@ -9,7 +9,7 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually, hour_ago_ms};
+use strata_tests::{Api, Server, ServerOptions, eventually, hour_ago_ms, ok_json};
 use strata_tiering::layout;
 use strata_tiering::manifest::load_latest;
 use strata_tiering::store::{StoreSettings, TierStore, list_sorted};
@@ -622,4 +622,61 @@ async fn a_legal_hold_blocks_total_retention_and_holds_the_objects_in_the_lock_b
         }
     })
     .await;
+}
+
+/// Once the bucket holds a tiered partition's oldest records and the local disk no longer
+/// does, every place that names the log start names the whole log's: a group reset to
+/// "earliest" (or to a timestamp or an offset the bucket holds) must not skip the records in
+/// the bucket, and the topic's description and delete-records' answer must not report the
+/// local disk's start.
+#[tokio::test]
+async fn the_log_start_of_a_tiered_partition_includes_the_bucket_everywhere() {
+    let store = TestStore::local();
+    let server = Server::start(store.options(None));
+    let api = Api::new(&server);
+    api.create_topic_with("deep", 1, tiered_configs()).await;
+    produce_rounds(&api, "deep", 40, 0).await;
+    let offsets = wait_for_cold_data(&api, "deep").await;
+    let local_start = offsets["earliest_local"].as_u64().unwrap();
+    assert!(local_start > 3, "{offsets}");
+
+    let description = api.get_json("/v1/topics/deep").await;
+    assert_eq!(
+        description["partitions"][0]["earliest_offset"], 0,
+        "{description}"
+    );
+
+    let offset_of = |body: &Value| body["offsets"][0]["offset"].as_u64();
+    let earliest = reset_deep(&api, json!({"to": "earliest"})).await;
+    assert_eq!(offset_of(&earliest), Some(0), "{earliest}");
+    let exact = reset_deep(&api, json!({"to": "offset", "value": 2})).await;
+    assert_eq!(offset_of(&exact), Some(2), "{exact}");
+    let by_time = reset_deep(&api, json!({"to": "timestamp", "value": 0})).await;
+    assert_eq!(offset_of(&by_time), Some(0), "{by_time}");
+
+    let deleted = ok_json(
+        api.post(
+            "/v1/topics/deep/partitions/0/delete-records",
+            &json!({"offset": 3}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(deleted["log_start_offset"], 3, "{deleted}");
+    let description = api.get_json("/v1/topics/deep").await;
+    assert_eq!(
+        description["partitions"][0]["earliest_offset"], 3,
+        "{description}"
+    );
+    let earliest = reset_deep(&api, json!({"to": "earliest"})).await;
+    assert_eq!(offset_of(&earliest), Some(3), "{earliest}");
+}
+
+/// Resets group `replay`'s offsets of topic `deep` to `target` (`to` and `value`).
+async fn reset_deep(api: &Api, target: Value) -> Value {
+    let mut body = json!({"topic": "deep"});
+    if let (Some(body), Some(target)) = (body.as_object_mut(), target.as_object()) {
+        body.extend(target.clone());
+    }
+    ok_json(api.post("/v1/groups/replay/offsets/reset", &body).await).await
 }

@@ -55,8 +55,10 @@ impl Broker {
                 .delete_records(topic.name(), partition, local, before)
                 .await?;
         }
-        let local_start = local.delete_records(before).await?;
-        Ok(reader.offsets().log_start_offset.max(local_start))
+        local.delete_records(before).await?;
+        // What is left starts at `before`, in the bucket or on disk: the local start alone is
+        // above it once the bucket holds the older segments.
+        Ok(before.max(offsets.log_start_offset))
     }
 
     /// Refuses to move the log start past what a legal hold keeps.

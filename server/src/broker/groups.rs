@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::audit::{Disclosed, ReadOrigin};
-use super::error::GroupOpError;
+use super::error::{FetchError, GroupOpError};
 use super::fetch::{ReadRequest, first_record, read_records};
 use super::reader::PartitionReader;
 use super::{Broker, local_partition};
@@ -501,8 +501,13 @@ impl Broker {
         };
         let mut commits = Vec::new();
         for partition in partitions {
-            let log = local_partition(&topic, partition)?;
-            let offsets = log.offsets();
+            // The whole log: a tiered partition's records in the bucket are readable too, and
+            // "earliest" must not skip them.
+            let reader = self
+                .reader(&topic, partition)
+                .await
+                .map_err(FetchError::from)?;
+            let offsets = reader.offsets();
             let to = request
                 .to
                 .ok_or_else(|| GroupOpError::Invalid("this reset target needs a value".into()))?;
@@ -515,8 +520,10 @@ impl Broker {
             let offset = match to {
                 ResetTo::Earliest => offsets.log_start_offset,
                 ResetTo::Latest => offsets.high_watermark,
-                ResetTo::Timestamp(timestamp) => log
-                    .offset_for_timestamp(timestamp)?
+                ResetTo::Timestamp(timestamp) => reader
+                    .offset_for_timestamp(timestamp)
+                    .await
+                    .map_err(FetchError::from)?
                     .unwrap_or(offsets.high_watermark),
                 ResetTo::Offset(wanted) => {
                     let wanted = u64::try_from(wanted)

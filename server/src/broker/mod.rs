@@ -356,6 +356,28 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// The first readable offset of each partition of `topic`: for a tiered topic the bucket's
+    /// start, which is below the local disk's once old segments were uploaded and removed
+    /// locally. A partition whose manifest cannot be loaded shows its local start.
+    pub async fn log_starts(&self, topic: &Arc<Topic>) -> Vec<u64> {
+        let mut starts = Vec::new();
+        for (number, partition) in topic.partitions().iter().enumerate() {
+            let local = partition.offsets().log_start_offset;
+            let number = u32::try_from(number).unwrap_or(u32::MAX);
+            let start = match topic.config().remote_storage_enable {
+                false => local,
+                true => self
+                    .reader(topic, number)
+                    .await
+                    .map_or(local, |reader| reader.offsets().log_start_offset),
+            };
+            starts.push(start);
+        }
+        starts
+    }
+}
+
 /// A topic [`Broker::writable_topic`] checked: operations that change a topic take this, so
 /// the internal-topic rule cannot be skipped and is checked once per request.
 #[derive(Debug, Clone)]

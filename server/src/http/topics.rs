@@ -15,6 +15,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::paths;
+use crate::broker::Broker;
 use crate::broker::topics::SegmentPlace;
 use crate::security::Caller;
 use crate::topics::catalog::Topic;
@@ -46,7 +47,10 @@ pub async fn create_topic(
         .broker
         .create_topic(&caller, &request.name, partitions, &request.configs)
         .await?;
-    Ok((StatusCode::CREATED, Json(describe(&topic))))
+    Ok((
+        StatusCode::CREATED,
+        Json(describe(&state.broker, &topic).await),
+    ))
 }
 
 /// List topics: those the caller may describe.
@@ -80,9 +84,8 @@ pub async fn describe_topic(
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Json<TopicDescription>, ApiError> {
-    Ok(Json(describe(
-        &state.broker.describe_topic(&caller, &topic)?,
-    )))
+    let topic = state.broker.describe_topic(&caller, &topic)?;
+    Ok(Json(describe(&state.broker, &topic).await))
 }
 
 /// Change topic settings. Only the keys given change; `null` resets a key to its default.
@@ -111,7 +114,7 @@ pub async fn update_configs(
         .broker
         .update_topic_configs(&caller, &topic, &request.configs)
         .await?;
-    Ok(Json(describe(&topic)))
+    Ok(Json(describe(&state.broker, &topic).await))
 }
 
 /// Grow a topic to a new partition count.
@@ -147,7 +150,7 @@ pub async fn add_partitions(
                    with an existing key may now go to a different partition than before"
         .to_string();
     Ok(Json(AddPartitionsResponse {
-        topic: describe(&topic),
+        topic: describe(&state.broker, &topic).await,
         warning,
     }))
 }
@@ -225,18 +228,20 @@ pub async fn list_segments(
 }
 
 /// A topic in the API's shape.
-pub fn describe(topic: &Arc<Topic>) -> TopicDescription {
+pub async fn describe(broker: &Broker, topic: &Arc<Topic>) -> TopicDescription {
     let compacts = topic.config().cleanup_policy.compacts();
+    let starts = broker.log_starts(topic).await;
     let partitions = topic
         .partitions()
         .iter()
+        .zip(starts)
         .enumerate()
-        .map(|(number, partition)| {
+        .map(|(number, (partition, start))| {
             let offsets = partition.offsets();
             let segments = partition.segments();
             PartitionDescription {
                 partition: u32::try_from(number).unwrap_or(u32::MAX),
-                earliest_offset: offsets.log_start_offset,
+                earliest_offset: start,
                 latest_offset: offsets.high_watermark,
                 log_end_offset: offsets.log_end_offset,
                 size_bytes: segments.iter().map(|s| s.durable_size).sum(),
