@@ -9,7 +9,7 @@ use std::time::Duration;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually, hour_ago_ms, ok_json};
+use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, hour_ago_ms, ok_json};
 use strata_tiering::layout;
 use strata_tiering::manifest::load_latest;
 use strata_tiering::store::{StoreSettings, TierStore, list_sorted};
@@ -670,6 +670,28 @@ async fn the_log_start_of_a_tiered_partition_includes_the_bucket_everywhere() {
     );
     let earliest = reset_deep(&api, json!({"to": "earliest"})).await;
     assert_eq!(offset_of(&earliest), Some(3), "{earliest}");
+
+    // Turning tiering off would hide the bucket's records (the start would jump to the local
+    // one) and bring them back when turned on again.
+    for off in [json!(false), json!("false"), Value::Null] {
+        let refused = expect_error(
+            api.client
+                .patch(api.url("/v1/topics/deep/configs"))
+                .json(&json!({"configs": {"remote_storage_enable": off}}))
+                .send()
+                .await
+                .unwrap(),
+            422,
+            "invalid_config",
+        )
+        .await;
+        assert!(
+            refused.to_string().contains("remote_storage_enable"),
+            "{refused}"
+        );
+    }
+    let offsets = api.offsets("deep", 0).await;
+    assert_eq!(offsets["earliest"], 3, "{offsets}");
 }
 
 /// Resets group `replay`'s offsets of topic `deep` to `target` (`to` and `value`).

@@ -54,6 +54,28 @@ fn is_zero(value: &u64) -> bool {
     *value == 0
 }
 
+/// Refuses to turn tiering off on a tiered topic. The bucket then holds records the local disk
+/// no longer has: they would become unreadable and escape retention, and come back when tiering
+/// was turned on again (a log start that moves backwards). Kafka refused it too, until KIP-950
+/// defined how to retire the remote data.
+fn refuse_untiering(topic: &Topic, updates: &BTreeMap<String, Value>) -> Result<(), CatalogError> {
+    let mut next = topic.config();
+    // Invalid updates are reported by the update itself, all at once.
+    let turned_off = next.apply(updates).is_ok() && !next.remote_storage_enable;
+    if topic.config().remote_storage_enable && turned_off {
+        return Err(ConfigErrors {
+            errors: vec![crate::topics::config::ConfigError {
+                key: "remote_storage_enable".to_string(),
+                message: "cannot be turned off once on: the bucket holds records the local \
+                          disk may no longer have; delete the topic to retire them"
+                    .to_string(),
+            }],
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Why a catalog operation failed.
 #[derive(Debug, Error)]
 pub enum CatalogError {
@@ -465,6 +487,7 @@ impl Catalog {
     ) -> Result<Arc<Topic>, CatalogError> {
         let _guard = self.changes.lock().await;
         let topic = self.get_public(name)?;
+        refuse_untiering(&topic, updates)?;
         self.reconfigure(topic, updates).await
     }
 
