@@ -13,7 +13,7 @@ use strata_tiering::digest::sha256_hex;
 use strata_tiering::layout;
 use strata_tiering::manifest::RemoteSegment;
 use strata_tiering::tlog::leaf::Leaf;
-use strata_tiering::tlog::log::{TlogError, read_entries};
+use strata_tiering::tlog::log::{TOPIC_DELETED, TlogError, read_entries};
 use strata_tiering::tlog::merkle::{Tree, leaf_hash};
 use strata_tiering::tlog::note::{Checkpoint, NoteVerifier};
 use strata_tiering::tlog::tiles::{self, TILE_WIDTH};
@@ -552,6 +552,7 @@ fn interpret(
             } => {
                 let start = entries.start.get_or_insert(to_offset);
                 *start = (*start).max(to_offset);
+                let ended = reason == TOPIC_DELETED;
                 entries.deletions.push(DeletionSummary {
                     from_offset,
                     to_offset,
@@ -559,6 +560,15 @@ fn interpret(
                     policy,
                     time_ms,
                 });
+                if ended {
+                    // A new topic of the same name may follow, from offset 0 and manifest
+                    // generation 1 again. The old one's keys stay known (its objects are
+                    // accounted for), its segments and manifests are history.
+                    entries.segments.clear();
+                    entries.manifests.clear();
+                    entries.start = None;
+                    entries.topic = None;
+                }
             }
             Leaf::Manifest {
                 generation, sha256, ..

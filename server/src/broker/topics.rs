@@ -85,6 +85,8 @@ impl Broker {
         self.authorize(caller, Operation::Create, Resource::topic(name))?;
         let name = TopicName::parse(name).map_err(CatalogError::from)?;
         self.refuse_lock_without_worm(configs)?;
+        // A deleted topic of this name may still be leaving the bucket.
+        self.tiering.deletion_finished(name.as_str()).await;
         // Offsets left by a deleted topic of this name (its delete could not tombstone them):
         // they would make groups skip the new topic's first records.
         self.offsets

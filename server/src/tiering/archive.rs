@@ -15,7 +15,7 @@ use strata_tiering::digest::sha256_hex;
 use strata_tiering::layout;
 use strata_tiering::manifest;
 use strata_tiering::tlog::leaf::Leaf;
-use strata_tiering::tlog::log::PartitionLog;
+use strata_tiering::tlog::log::{LogState, PartitionLog, TOPIC_DELETED};
 use strata_tiering::tlog::note::NoteSigner;
 
 use super::{RemotePartition, Tiering, TieringError};
@@ -282,15 +282,19 @@ impl Tiering {
         let log = self.loaded_log(remote, &mut guard).await?;
         self.append_changes(remote, log, &Change::recovered());
         let state = log.state().clone();
-        if let (Some(start), Some(end)) = (state.start_offset, state.next_offset)
-            && start < end
-        {
+        // Always marked, even when nothing is live any more: the mark is where a new topic of
+        // the same name starts its history in this log.
+        if state != LogState::default() {
+            let start = state
+                .start_offset
+                .unwrap_or(remote.manifest().log_start_offset);
+            let end = state.next_offset.unwrap_or(start).max(start);
             log.append(&Leaf::Deletion {
                 topic: remote.topic.clone(),
                 partition: remote.partition,
                 from_offset: start,
                 to_offset: end,
-                reason: "topic_deleted".into(),
+                reason: TOPIC_DELETED.into(),
                 policy: String::new(),
                 time_ms: self.clock.now_ms(),
                 principal: None,

@@ -24,6 +24,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use object_store::ObjectStore;
 use parking_lot::{Mutex, RwLock};
 use strata_tiering::chunk_cache::{CacheStats, ChunkCache, ChunkCacheConfig};
@@ -202,6 +204,9 @@ pub struct Tiering {
     settings: TieringSettings,
     partitions: Mutex<HashMap<(String, u32), Arc<RemotePartition>>>,
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
+    /// Deleted topics whose objects are still being removed: a topic of the same name is
+    /// created only once they are gone, or the removal could take its new objects too.
+    deletions: Mutex<HashMap<String, Shared<BoxFuture<'static, ()>>>>,
     /// The text of each signed snapshot this process last wrote (see `signed_snapshot.rs`); a
     /// sweep signs and writes one only when it changed.
     published_snapshots: signed_snapshot::Published,
@@ -308,6 +313,7 @@ impl Tiering {
             settings,
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
+            deletions: Mutex::new(HashMap::new()),
             published_snapshots: signed_snapshot::Published::default(),
             signer,
             stats: stats::TieringStats::default(),
@@ -426,8 +432,9 @@ impl Tiering {
             tracing::warn!(topic, %error, "could not delete the topic's metadata object");
         }
         let this = Arc::clone(self);
+        let name = topic.to_string();
         let topic = topic.to_string();
-        tokio::spawn(async move {
+        let removal = tokio::spawn(async move {
             let logged = this.record_topic_deletion(&topic, partitions).await;
             let root = strata_tiering::layout::topic_root(&topic);
             match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
@@ -449,6 +456,26 @@ impl Tiering {
                 }
             }
         });
+        let done = async move {
+            let _ = removal.await;
+        }
+        .boxed()
+        .shared();
+        let mut deletions = self.deletions.lock();
+        deletions.retain(|_, removal| removal.peek().is_none());
+        deletions.insert(name, done);
+    }
+
+    /// Waits until the objects of a deleted topic named `topic` are removed (at once when no
+    /// deletion of that name is under way).
+    pub async fn deletion_finished(&self, topic: &str) {
+        let removal = self.deletions.lock().get(topic).cloned();
+        if let Some(removal) = removal {
+            removal.await;
+            self.deletions
+                .lock()
+                .retain(|_, removal| removal.peek().is_none());
+        }
     }
 }
 

@@ -52,6 +52,10 @@ pub enum TlogError {
     },
 }
 
+/// The `reason` of the deletion that ends a topic: entries after it belong to a new topic of
+/// the same name.
+pub const TOPIC_DELETED: &str = "topic_deleted";
+
 /// What the leaves so far say, so an append knows what is new.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogState {
@@ -72,6 +76,9 @@ impl LogState {
                 self.next_offset = Some(segment.last_offset + 1);
                 self.start_offset.get_or_insert(segment.base_offset);
             }
+            // The topic ended: what follows is a new topic of the same name, whose offsets,
+            // manifest generations and `topic.json` start afresh (FORMAT.md, "What is live").
+            Leaf::Deletion { reason, .. } if reason == TOPIC_DELETED => *self = LogState::default(),
             Leaf::Deletion { to_offset, .. } => {
                 let start = self.start_offset.get_or_insert(*to_offset);
                 *start = (*start).max(*to_offset);
@@ -353,6 +360,57 @@ mod tests {
             .open_checkpoint(std::str::from_utf8(&note).unwrap())
             .unwrap();
         assert_eq!((opened.size, opened.root), (563, log.tree.root()));
+    }
+
+    fn manifest_leaf(generation: u64) -> Leaf {
+        Leaf::Manifest {
+            topic: "t".into(),
+            partition: 0,
+            generation,
+            key: format!("m{generation}"),
+            size: generation,
+            sha256: format!("{generation:064x}"),
+        }
+    }
+
+    fn deletion_leaf(to_offset: u64, reason: &str) -> Leaf {
+        Leaf::Deletion {
+            topic: "t".into(),
+            partition: 0,
+            from_offset: 0,
+            to_offset,
+            reason: reason.into(),
+            policy: String::new(),
+            time_ms: 0,
+            principal: None,
+        }
+    }
+
+    /// A topic's deletion ends its history in the log: a new topic of the same name starts at
+    /// manifest generation 1 again, and the state after the mark (also when loaded back) must
+    /// let it append from there instead of taking its entries for ones already logged.
+    #[tokio::test]
+    async fn a_topic_deletion_starts_the_state_afresh() {
+        let store = InMemory::new();
+        let signer = NoteSigner::from_seed("strata-test", [1; 32]).unwrap();
+        let origin = PartitionLog::origin("test", "t", 0);
+        let mut log = PartitionLog::load(&store, "t", 0, origin.clone())
+            .await
+            .unwrap();
+        log.append(&topic_leaf(1));
+        log.append(&manifest_leaf(3));
+        log.append(&deletion_leaf(5, "retention"));
+        assert_eq!(log.state().start_offset, Some(5));
+        assert_eq!(log.state().manifest_generation, 3);
+        log.append(&deletion_leaf(9, TOPIC_DELETED));
+        assert_eq!(log.state(), &LogState::default());
+        log.append(&manifest_leaf(1));
+        log.publish(&store, &signer).await.unwrap();
+        let loaded = PartitionLog::load(&store, "t", 0, origin).await.unwrap();
+        assert_eq!(loaded.state().manifest_generation, 1);
+        assert_eq!(loaded.state().start_offset, None);
+        assert_eq!(loaded.state().topic_sha256, None);
+        assert_eq!(loaded.state, log.state);
     }
 
     /// A second writer that appended something else at the same size is refused.
