@@ -10,7 +10,8 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use strata_tests::{
-    Api, Server, bearer_client, binary, cli_create_key, eventually, expect_error, start_secured,
+    Api, Server, SseEvent, SseParser, bearer_client, binary, cli_create_key, eventually,
+    expect_error, start_secured,
 };
 
 fn cli_revoke_all(data_dir: &Path) {
@@ -502,4 +503,98 @@ async fn an_acl_on_a_resource_named_with_digits_can_be_deleted() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Events of an open SSE response until `name` arrives (then that event), within 10 s.
+async fn next_event_named(response: &mut reqwest::Response, name: &str) -> SseEvent {
+    let mut parser = SseParser::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let chunk = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no {name} event within 10 s"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended before a {name} event"));
+        if let Some(event) = parser.push(&chunk).into_iter().find(|e| e.event == name) {
+            return event;
+        }
+    }
+}
+
+async fn open_stream(api: &Api, path: &str) -> reqwest::Response {
+    let response = api
+        .client
+        .get(api.url(path))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+/// A stream outlives the request that was checked: revoking its key or denying its topic
+/// must end it (with the error a new request would get), not leave it delivering records.
+#[tokio::test]
+async fn open_streams_end_when_their_key_is_revoked_or_their_read_denied() {
+    let (server, _dir, admin_token) = secured_server();
+    let admin = api_as(&server, Some(&admin_token));
+    admin.create_topic("feed", 1).await;
+    for principal in ["dave", "erin", "frank"] {
+        grant(&admin, principal, "topic", "feed", "literal", "read").await;
+        grant(&admin, principal, "group", "readers", "literal", "read").await;
+    }
+    let (dave_key, dave) = create_key(&admin, "dave").await;
+    let (_, erin) = create_key(&admin, "erin").await;
+    let (frank_key, frank) = create_key(&admin, "frank").await;
+    let dave = api_as(&server, Some(&dave));
+    let erin = api_as(&server, Some(&erin));
+    let frank = api_as(&server, Some(&frank));
+    let path = "/v1/topics/feed/partitions/0/records?offset=0";
+    let mut dave_stream = open_stream(&dave, path).await;
+    let mut erin_stream = open_stream(&erin, path).await;
+    let joined = ok_json_any(
+        frank
+            .post("/v1/groups/readers/members", &json!({"topics": ["feed"]}))
+            .await,
+    )
+    .await;
+    let mut frank_stream = open_stream(
+        &frank,
+        &format!(
+            "/v1/groups/readers/members/{}/records?generation={}",
+            joined["member_id"].as_str().unwrap(),
+            joined["generation"]
+        ),
+    )
+    .await;
+    admin
+        .produce("feed", &json!({"records": [{"value": "before"}]}))
+        .await;
+    for stream in [&mut dave_stream, &mut erin_stream, &mut frank_stream] {
+        let event = next_event_named(stream, "records").await;
+        assert!(event.data.contains("before"), "{}", event.data);
+    }
+
+    for id in [&dave_key, &frank_key] {
+        let revoked = send(&admin, Method::DELETE, &format!("/v1/auth/keys/{id}"), None).await;
+        assert_eq!(revoked.status(), 204);
+    }
+    acl(&admin, "erin", "topic", "feed", "literal", "read", "deny").await;
+    admin
+        .produce("feed", &json!({"records": [{"value": "after"}]}))
+        .await;
+    for (stream, code) in [
+        (&mut dave_stream, "unauthenticated"),
+        (&mut erin_stream, "forbidden"),
+        (&mut frank_stream, "unauthenticated"),
+    ] {
+        let event = next_event_named(stream, "server_error").await;
+        let body: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!(body["error"]["code"], code, "{}", event.data);
+        assert!(
+            stream.chunk().await.unwrap().is_none(),
+            "the stream ends after its error"
+        );
+    }
 }

@@ -158,6 +158,15 @@ impl Broker {
         self.keys.authenticate(token)
     }
 
+    /// Whether `caller`'s API key still names them: a stream outlives the request that
+    /// authenticated it, and must stop once the key is revoked. Callers without a key (a client
+    /// certificate, or authentication off) stay authenticated.
+    pub fn still_authenticated(&self, caller: &Caller) -> bool {
+        caller
+            .token()
+            .is_none_or(|token| self.authenticate(token).as_ref() == Some(caller.principal()))
+    }
+
     /// Counts a request against `caller`'s requests-per-second quota (with authentication off
     /// everyone is `anonymous` and shares the default quota).
     ///

@@ -25,16 +25,17 @@ impl FromRequestParts<AppState> for Caller {
         }
         // A bearer token decides when one is sent (a wrong one is never excused by a
         // certificate); otherwise the connection's verified client certificate.
-        let principal = match bearer(parts) {
-            Some(token) => token.and_then(|token| state.broker.authenticate(token)),
+        let caller = match bearer(parts) {
+            Some(token) => token.and_then(|token| {
+                let principal = state.broker.authenticate(token)?;
+                Some(Caller::with_token(principal, token))
+            }),
             None => parts
                 .extensions
                 .get::<ClientIdentity>()
-                .map(|identity| Principal::new(identity.0.clone())),
+                .map(|identity| Caller::authenticated(Principal::new(identity.0.clone()))),
         };
-        let caller = principal
-            .map(Caller::authenticated)
-            .ok_or_else(unauthenticated)?;
+        let caller = caller.ok_or_else(unauthenticated)?;
         remember_principal(parts, &caller);
         state.broker.admit_request(&caller)?;
         Ok(caller)
@@ -63,7 +64,7 @@ fn bearer(parts: &Parts) -> Option<Option<&str>> {
 }
 
 /// One answer for a missing, malformed, unknown and revoked token alike.
-fn unauthenticated() -> ApiError {
+pub(crate) fn unauthenticated() -> ApiError {
     ApiError::new(
         ErrorCode::Unauthenticated,
         "authentication required: send Authorization: Bearer <API key>",

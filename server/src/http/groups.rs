@@ -364,6 +364,13 @@ fn member_stream(
                 }
                 break;
             }
+            // A revoked key ends the stream; a denied topic is refused by the read below.
+            if !state.broker.still_authenticated(&caller) {
+                if let Some(event) = super::sse::error_event(&super::auth::unauthenticated()) {
+                    yield Ok(event);
+                }
+                break;
+            }
             let grant = match state.broker.poll_member(&caller, &group, &member, query.generation) {
                 Ok(grant) => grant,
                 Err(error) => {

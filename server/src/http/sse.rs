@@ -21,6 +21,7 @@ use super::fetch::{FetchRequest, Format, Page, ReadAudit, read_page};
 use crate::broker::reader::PartitionReader;
 use crate::limits::{SSE_RETRY_MS, TOPIC_DELETION_CHECK_MS};
 use crate::log::LogOffsets;
+use crate::security::{Caller, Operation, Resource};
 
 /// Event name of a batch of records.
 pub const RECORDS: &str = "records";
@@ -97,6 +98,20 @@ fn still_exists(state: &AppState, topic: &Arc<crate::topics::catalog::Topic>) ->
     state.broker.is_current(topic)
 }
 
+/// Why `caller` may no longer read `topic`: their API key was revoked (401) or a rule now
+/// denies the read (403). A stream outlives the request that was checked, so it asks again
+/// before each page, as a new request would.
+pub(crate) fn refused_now(state: &AppState, caller: &Caller, topic: &str) -> Option<ApiError> {
+    if !state.broker.still_authenticated(caller) {
+        return Some(super::auth::unauthenticated());
+    }
+    state
+        .broker
+        .authorize(caller, Operation::Read, Resource::topic(topic))
+        .err()
+        .map(ApiError::from)
+}
+
 /// Follows a partition's tail from `request.offset` until the client leaves, the topic is
 /// deleted, a read fails or the server shuts down. `first` is the read the handler already did.
 // A periodic check, a timer rather than a clock reading.
@@ -152,6 +167,12 @@ pub(crate) fn partition_stream(
                     if !still_exists(&state, &audit.topic) {
                         if let Some(event) = end_event(StreamEndReason::TopicDeleted,
                             &format!("topic {} was deleted", audit.topic.name())) {
+                            yield Ok(event);
+                        }
+                        break;
+                    }
+                    if let Some(refused) = refused_now(&state, &audit.caller, audit.topic.name()) {
+                        if let Some(event) = error_event(&refused) {
                             yield Ok(event);
                         }
                         break;

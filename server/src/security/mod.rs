@@ -14,6 +14,7 @@ pub mod tls;
 pub mod token;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,20 +49,48 @@ impl fmt::Display for Principal {
 
 /// An authenticated caller of a broker operation. Only authentication makes one, so every
 /// operation that takes a `Caller` knows who asks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Caller {
     principal: Principal,
+    /// The API key the caller authenticated with, so a stream that outlives the request can
+    /// check that the key was not revoked since.
+    token: Option<Arc<str>>,
+}
+
+impl fmt::Debug for Caller {
+    // The token is a secret: never in a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Caller")
+            .field("principal", &self.principal)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Caller {
     /// A caller whose identity was established (a valid key, or authentication off).
     pub fn authenticated(principal: Principal) -> Self {
-        Self { principal }
+        Self {
+            principal,
+            token: None,
+        }
+    }
+
+    /// A caller who authenticated with the API key `token`.
+    pub fn with_token(principal: Principal, token: &str) -> Self {
+        Self {
+            principal,
+            token: Some(Arc::from(token)),
+        }
     }
 
     /// Who calls.
     pub fn principal(&self) -> &Principal {
         &self.principal
+    }
+
+    /// The API key the caller authenticated with, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 }
 
