@@ -212,7 +212,9 @@ pub struct ResetOffsetsRequest {
     /// Partitions (default: all of the topic's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<Vec<u32>>,
-    /// `earliest`, `latest`, `timestamp` (first offset at or after `value` ms), `offset` (exactly
+    /// `earliest`, `latest`, `timestamp` (first offset at or after `value` ms; `-1`, `-2` and
+    /// `-3` are Kafka's latest, earliest and largest timestamp, as in the offsets lookup, and
+    /// other negative values are refused with 422 `invalid`), `offset` (exactly
     /// `value`) or `shift` (committed offset plus `value`, which may be negative; clamped to the
     /// log).
     pub to: ResetTarget,

@@ -261,7 +261,9 @@ pub struct FetchQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
     /// Start at the first record whose timestamp (milliseconds since the Unix epoch) is at or
-    /// after this. Do not combine with `offset`.
+    /// after this, or at one of Kafka's positions: `-1` the high watermark (only new records),
+    /// `-2` the log start, `-3` the record with the largest timestamp. Other negative values:
+    /// 422 `invalid`. Do not combine with `offset`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
     /// Upper bound on the record bytes returned (at least one record is returned if any is

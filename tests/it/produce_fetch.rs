@@ -644,3 +644,80 @@ async fn compact_answer_gives_one_range_per_partition_that_matches_the_log() {
         .await;
     expect_error(response, 400, "bad_query").await;
 }
+
+/// A timestamp means the same everywhere: fetch, the offsets lookup and a group reset take
+/// Kafka's `-1` (latest), `-2` (earliest) and `-3` (largest timestamp) alike and refuse other
+/// negative values, and every lookup searches from the log start, so records that
+/// delete-records removed are never named (that was a 416 for an offset nobody asked for).
+#[tokio::test]
+async fn timestamps_name_the_same_offsets_in_fetch_lookup_and_reset() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("times", 1).await;
+    let records: Vec<Value> = [1000, 2000, 3000, 4000]
+        .iter()
+        .map(|t| json!({"value": t, "timestamp": t}))
+        .collect();
+    api.produce("times", &json!({ "records": records })).await;
+    let deleted = api
+        .post(
+            "/v1/topics/times/partitions/0/delete-records",
+            &json!({"offset": 2}),
+        )
+        .await;
+    assert_eq!(deleted.status().as_u16(), 200);
+
+    for (timestamp, offset) in [(0, 2), (1500, 2), (3500, 3), (-2, 2), (-3, 3)] {
+        let found = time_lookup(&api, timestamp).await;
+        assert_eq!(found["offset"], offset, "lookup {timestamp}: {found}");
+        assert_eq!(
+            fetched_from_time(&api, timestamp).await.0,
+            Some(offset),
+            "fetch from {timestamp}"
+        );
+    }
+    assert_eq!(time_lookup(&api, -1).await["offset"], 4);
+    assert_eq!(fetched_from_time(&api, -1).await, (None, Some(4)));
+    for path in [
+        "/v1/topics/times/partitions/0/offsets?timestamp=-4",
+        "/v1/topics/times/partitions/0/records?timestamp=-4",
+    ] {
+        expect_error(api.get(path).await, 422, "invalid").await;
+    }
+    for (value, offset) in [(0, 2), (-1, 4), (-2, 2), (-3, 3)] {
+        let body = ok_json(reset_to_time(&api, value).await).await;
+        assert_eq!(
+            body["offsets"][0]["offset"], offset,
+            "reset to {value}: {body}"
+        );
+    }
+    expect_error(reset_to_time(&api, -4).await, 422, "invalid").await;
+}
+
+async fn time_lookup(api: &Api, timestamp: i64) -> Value {
+    api.get_json(&format!(
+        "/v1/topics/times/partitions/0/offsets?timestamp={timestamp}"
+    ))
+    .await
+}
+
+/// The first fetched offset and the next offset of a fetch from `timestamp`.
+async fn fetched_from_time(api: &Api, timestamp: i64) -> (Option<u64>, Option<u64>) {
+    let body = api
+        .get_json(&format!(
+            "/v1/topics/times/partitions/0/records?timestamp={timestamp}"
+        ))
+        .await;
+    (
+        body["records"][0]["offset"].as_u64(),
+        body["next_offset"].as_u64(),
+    )
+}
+
+async fn reset_to_time(api: &Api, value: i64) -> reqwest::Response {
+    api.post(
+        "/v1/groups/g/offsets/reset",
+        &json!({"topic": "times", "to": "timestamp", "value": value}),
+    )
+    .await
+}

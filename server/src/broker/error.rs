@@ -57,6 +57,9 @@ pub enum FetchError {
     /// Both a start offset and a start timestamp were given.
     #[error("give offset or timestamp, not both")]
     OffsetAndTimestamp,
+    /// A negative timestamp that is not one of Kafka's special values.
+    #[error("timestamp must be >= 0, or -1 (latest), -2 (earliest) or -3 (max timestamp)")]
+    InvalidTimestamp(i64),
     /// The start offset is outside the log.
     #[error(transparent)]
     OutOfRange(#[from] OffsetOutOfRange),

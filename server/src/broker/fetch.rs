@@ -168,8 +168,7 @@ impl Broker {
     ) -> Result<u64, FetchError> {
         let offset = match (start.resume.or(start.offset), start.timestamp) {
             (Some(offset), _) => offset,
-            (None, Some(timestamp)) => reader
-                .offset_for_timestamp(timestamp)
+            (None, Some(timestamp)) => locate_time(reader, timestamp)
                 .await?
                 .unwrap_or_else(|| reader.offsets().high_watermark),
             (None, None) => reader.offsets().log_start_offset,
@@ -238,26 +237,19 @@ impl Broker {
         let (_, reader) = self
             .open_reader(caller, Operation::Describe, topic, partition)
             .await?;
-        let offsets = reader.offsets();
-        let position = |offset| TimestampLookup {
-            offset: Some(offset),
-            record_timestamp: None,
-        };
-        let found = match timestamp {
-            LATEST => return Ok(position(offsets.high_watermark)),
-            EARLIEST => return Ok(position(offsets.log_start_offset)),
-            MAX_TIMESTAMP => match reader.max_timestamp() {
-                Some(max) => reader
-                    .offset_for_timestamp(max)
-                    .await
-                    .map_err(FetchError::from)?,
-                None => None,
-            },
-            t if t < 0 => return Err(ListOffsetsError::InvalidTimestamp { timestamp }),
-            t => reader
-                .offset_for_timestamp(t)
-                .await
-                .map_err(FetchError::from)?,
+        let found = match locate_time(&reader, timestamp).await {
+            Err(FetchError::InvalidTimestamp(timestamp)) => {
+                return Err(ListOffsetsError::InvalidTimestamp { timestamp });
+            }
+            Err(other) => return Err(other.into()),
+            // A position, not a record: it has no timestamp of its own.
+            Ok(found) if matches!(timestamp, LATEST | EARLIEST) => {
+                return Ok(TimestampLookup {
+                    offset: found,
+                    record_timestamp: None,
+                });
+            }
+            Ok(found) => found,
         };
         let record_timestamp = match found {
             Some(offset) => first_record(&reader, offset).await?.map(|r| r.timestamp),
@@ -268,6 +260,30 @@ impl Broker {
             record_timestamp,
         })
     }
+}
+
+/// The first offset whose record is at or after `timestamp` in `reader`'s log, with Kafka's
+/// ListOffsets special values: `-1` the high watermark, `-2` the log start, `-3` the record
+/// with the largest timestamp (KIP-734). Fetch, the offsets lookup and a group reset all read
+/// a timestamp this way, so `-1` means "latest" to each of them.
+///
+/// # Errors
+/// Another negative timestamp; read failures.
+pub(crate) async fn locate_time(
+    reader: &PartitionReader,
+    timestamp: i64,
+) -> Result<Option<u64>, FetchError> {
+    let offsets = reader.offsets();
+    Ok(match timestamp {
+        LATEST => Some(offsets.high_watermark),
+        EARLIEST => Some(offsets.log_start_offset),
+        MAX_TIMESTAMP => match reader.max_timestamp() {
+            Some(max) => reader.offset_for_timestamp(max).await?,
+            None => None,
+        },
+        t if t < 0 => return Err(FetchError::InvalidTimestamp(t)),
+        t => reader.offset_for_timestamp(t).await?,
+    })
 }
 
 /// Kafka's ListOffsets special timestamps.

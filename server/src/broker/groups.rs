@@ -520,10 +520,8 @@ impl Broker {
             let offset = match to {
                 ResetTo::Earliest => offsets.log_start_offset,
                 ResetTo::Latest => offsets.high_watermark,
-                ResetTo::Timestamp(timestamp) => reader
-                    .offset_for_timestamp(timestamp)
-                    .await
-                    .map_err(FetchError::from)?
+                ResetTo::Timestamp(timestamp) => super::fetch::locate_time(&reader, timestamp)
+                    .await?
                     .unwrap_or(offsets.high_watermark),
                 ResetTo::Offset(wanted) => {
                     let wanted = u64::try_from(wanted)

@@ -274,7 +274,9 @@ impl From<FetchError> for ApiError {
     fn from(error: FetchError) -> Self {
         match error {
             FetchError::Lookup(lookup) => lookup.into(),
-            FetchError::OffsetAndTimestamp => ApiError::new(ErrorCode::Invalid, error.to_string()),
+            FetchError::OffsetAndTimestamp | FetchError::InvalidTimestamp(_) => {
+                ApiError::new(ErrorCode::Invalid, error.to_string())
+            }
             FetchError::OutOfRange(range) => range.into(),
             FetchError::Read(read) => read.into(),
             FetchError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),

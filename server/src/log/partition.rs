@@ -633,7 +633,9 @@ impl Partition {
             });
             let bytes = segment.durable_bytes();
             let window = bytes.slice(start as usize..);
-            let found = first_at_or_after_time(&window, 0, offsets.high_watermark, timestamp)
+            // Records below the log start (delete-records cut inside this segment) are gone.
+            let from = offsets.log_start_offset;
+            let found = first_at_or_after_time(&window, from, offsets.high_watermark, timestamp)
                 .map_err(|error| SegmentReadError::Corrupt {
                     path: segment.log_file().path().to_path_buf(),
                     position: start + error.position as u64,
