@@ -261,3 +261,77 @@ async fn an_idempotent_retry_answers_with_the_stored_timestamps() {
     assert_eq!(retry["offsets"], first["offsets"], "{retry}");
     assert_eq!(retry["offsets"][0]["timestamp"], 1_000);
 }
+
+/// A raw batch whose header's maxTimestamp is not its records' largest timestamp is refused:
+/// timestamp lookups and time retention trust that field (a lookup of 800 over records at
+/// 100, 1000 and 2000 skipped 1000 when a batch claimed 500).
+#[tokio::test]
+async fn a_batch_whose_max_timestamp_lies_is_refused() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("clock", 1).await;
+    let sent = encode_batch(&BatchOptions::default(), &records("t", 3)).unwrap();
+    let mut lying = sent.to_vec();
+    lying[35..43].copy_from_slice(&500i64.to_be_bytes());
+    let crc = crc32c::crc32c(&lying[21..]);
+    lying[17..21].copy_from_slice(&crc.to_be_bytes());
+    let refused = expect_error(
+        post_raw(
+            &api,
+            "/v1/topics/clock/partitions/0/records",
+            Bytes::from(lying),
+        )
+        .await,
+        400,
+        "bad_record_batch",
+    )
+    .await;
+    assert!(refused.to_string().contains("maxTimestamp"), "{refused}");
+    assert_eq!(api.offsets("clock", 0).await["latest"], 0);
+    let stored = post_raw(&api, "/v1/topics/clock/partitions/0/records", sent).await;
+    assert_eq!(stored.status(), 200);
+}
+
+/// On a `LogAppendTime` topic a raw batch is stamped with the server's clock, as a Kafka broker
+/// does: the producer's timestamps (here from 2023) would make time retention delete the
+/// records at once and timestamp lookups name the wrong offsets.
+#[tokio::test]
+async fn a_log_append_time_topic_stamps_raw_batches_with_the_servers_clock() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic_with(
+        "stamped",
+        1,
+        json!({"message_timestamp_type": "LogAppendTime"}),
+    )
+    .await;
+    let before = strata_tests::now_ms();
+    let sent = encode_batch(&BatchOptions::default(), &records("t", 3)).unwrap();
+    let response = post_raw(&api, "/v1/topics/stamped/partitions/0/records", sent).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    let after = strata_tests::now_ms();
+    let in_window = |t: &Value| t.as_i64().is_some_and(|t| (before..=after).contains(&t));
+    for position in answer["offsets"].as_array().unwrap() {
+        assert!(in_window(&position["timestamp"]), "{answer}");
+    }
+    let fetched = api
+        .get_json("/v1/topics/stamped/partitions/0/records?offset=0")
+        .await;
+    let records = fetched["records"].as_array().unwrap();
+    assert_eq!(records.len(), 3);
+    assert!(
+        records.iter().all(|r| in_window(&r["timestamp"])),
+        "{fetched}"
+    );
+    let stored = fetch_raw(&api, "stamped", 0).await;
+    let header = BatchHeader::parse(&stored).unwrap();
+    assert!(
+        header.attributes & 0x08 != 0,
+        "the batch says LogAppendTime"
+    );
+    assert!((before..=after).contains(&header.max_timestamp));
+    assert!(strata_server::log::batch::crc_matches(
+        &stored[..header.total_len()]
+    ));
+}

@@ -418,13 +418,17 @@ fn parse_listening_line(line: &str) -> Option<SocketAddr> {
 }
 
 /// An hour before now (ms since the epoch): record timestamps that time retention takes at once.
-// Record stamps relative to the real clock the server under test uses.
-#[allow(clippy::disallowed_methods)]
 pub fn hour_ago_ms() -> i64 {
+    now_ms() - 3_600_000
+}
+
+/// Now (ms since the epoch), by the real clock the server under test uses.
+#[allow(clippy::disallowed_methods)]
+pub fn now_ms() -> i64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    i64::try_from(now.as_millis()).unwrap_or(i64::MAX) - 3_600_000
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Polls `check` every 20 ms until it returns true; panics with `what` after `timeout`.

@@ -240,7 +240,12 @@ impl Broker {
         len: u64,
     ) -> Result<Option<StreamLease>, ProduceError> {
         let log = local_partition(topic.topic(), partition)?;
-        if topic_codec(&topic.topic().config()).is_some() {
+        let config = topic.topic().config();
+        // Batches the broker rewrites (another codec, the append time) are not the streamed
+        // bytes.
+        if topic_codec(&config).is_some()
+            || config.message_timestamp_type == MessageTimestampType::LogAppendTime
+        {
             return Ok(None);
         }
         Ok(log.stream_lease(len).await)
@@ -274,12 +279,22 @@ impl Broker {
         }
         let config = topic.config();
         let timestamps = batch_timestamps(&batches, facts, config.cleanup_policy.compacts())?;
+        let mut timestamps = timestamps;
         let codec = topic_codec(&config);
         if let Some(codec) = codec {
             for batch in &mut batches {
                 *batch = batch
                     .with_compression(codec)
                     .map_err(|e| ProduceError::BadRecordBatch(format!("cannot recompress: {e}")))?;
+            }
+        }
+        if config.message_timestamp_type == MessageTimestampType::LogAppendTime {
+            let now = self.clock.now_ms();
+            for batch in &mut batches {
+                *batch = stamp_log_append_time(batch, now)?;
+            }
+            for stamps in &mut timestamps {
+                stamps.iter_mut().for_each(|t| *t = now);
             }
         }
         let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
@@ -449,6 +464,15 @@ fn split_batches(body: &Bytes) -> Result<(Vec<RecordBatch>, Vec<RecordFacts>), P
         .map_err(|e| bad(&e))?;
         refuse_unsupported(batch.header(), position)?;
         batch.validate_for_append().map_err(|e| bad(&e))?;
+        // Timestamp lookups and time retention trust the header's maxTimestamp, so it must be
+        // what the records say (a Kafka broker recomputes it; a client never gets it wrong).
+        let largest = seen.timestamps.iter().max().copied();
+        if let Some(largest) = largest.filter(|&t| t != batch.header().max_timestamp) {
+            return Err(bad(&format_args!(
+                "maxTimestamp {} is not the largest record timestamp {largest}",
+                batch.header().max_timestamp
+            )));
+        }
         position += batch.len();
         batches.push(batch);
         facts.push(seen);
@@ -459,6 +483,18 @@ fn split_batches(body: &Bytes) -> Result<(Vec<RecordBatch>, Vec<RecordFacts>), P
         ));
     }
     Ok((batches, facts))
+}
+
+/// `batch` as a LogAppendTime batch stamped `now`, as a Kafka broker stores a producer's
+/// batch for a topic with `message.timestamp.type=LogAppendTime`: readers then take `now` as
+/// every record's timestamp, and time retention counts from the append.
+fn stamp_log_append_time(batch: &RecordBatch, now: i64) -> Result<RecordBatch, ProduceError> {
+    let failed = |e: &dyn std::fmt::Display| {
+        ProduceError::BadRecordBatch(format!("cannot stamp the append time: {e}"))
+    };
+    let mut bytes = batch.bytes().to_vec();
+    crate::log::batch::set_log_append_time(&mut bytes, now).map_err(|e| failed(&e))?;
+    RecordBatch::decode_exact(Bytes::from(bytes)).map_err(|e| failed(&e))
 }
 
 /// A batch's record timestamps and the record-level rules they may break.
