@@ -793,8 +793,9 @@ async fn a_server_restart_by_kill_9_or_sigterm_keeps_every_acknowledged_commit()
     let mut server = Server::start_default();
     let api = Api::new(&server);
     api.create_topic("durable", 4).await;
+    // Enough records for every commit below: one past the high watermark is refused.
     for partition in 0..4 {
-        produce_n(&api, "durable", partition, 50).await;
+        produce_n(&api, "durable", partition, 360).await;
     }
     let mut acknowledged = Acknowledged::new();
     commit_rounds(&api, 1, &mut acknowledged).await;
@@ -1356,5 +1357,25 @@ async fn a_deleted_topics_offsets_do_not_carry_over_to_a_new_topic_of_the_same_n
     )
     .await;
     assert_eq!(drain(&api, &member).await, expected(&[(0, 0..7)]));
+    server.stop().await;
+}
+
+/// A commit past the high watermark names a position no consumer reached: it is refused (416,
+/// as a reset to such an offset is), where it used to be stored and show a lag of 0 while the
+/// group re-read from its reset policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_past_the_high_watermark_is_refused_and_changes_nothing() {
+    let (_clock, server, api) = in_process().await;
+    api.create_topic("short", 1).await;
+    produce_n(&api, "short", 0, 5).await;
+    commit(&api, "g", None, &[("short", 0, 5)]).await;
+    let refused = expect_error(
+        commit_raw(&api, "g", None, &[("short", 0, 6)]).await,
+        416,
+        "offset_out_of_range",
+    )
+    .await;
+    assert_eq!(refused["error"]["latest_offset"], 5, "{refused}");
+    assert_eq!(committed(&api, "g").await, offsets_map(&[("short", 0, 5)]));
     server.stop().await;
 }

@@ -598,3 +598,37 @@ async fn open_streams_end_when_their_key_is_revoked_or_their_read_denied() {
         );
     }
 }
+
+/// A group's committed offsets name topics: a caller who may describe the group but not a
+/// topic does not learn of that topic from them (as the lag and every listing already do).
+#[tokio::test]
+async fn group_offsets_leave_out_topics_the_caller_may_not_describe() {
+    let (server, _dir, admin_token) = secured_server();
+    let admin = api_as(&server, Some(&admin_token));
+    for topic in ["pay.orders", "public"] {
+        admin.create_topic(topic, 1).await;
+        admin
+            .produce(topic, &json!({"records": [{"value": 1}]}))
+            .await;
+    }
+    let commit = json!({"offsets": [
+        {"topic": "pay.orders", "partition": 0, "offset": 1},
+        {"topic": "public", "partition": 0, "offset": 1},
+    ]});
+    assert_eq!(
+        admin.post("/v1/groups/gg/offsets", &commit).await.status(),
+        200
+    );
+    let (_, token) = create_key(&admin, "hank").await;
+    grant(&admin, "hank", "group", "gg", "literal", "describe").await;
+    grant(&admin, "hank", "topic", "public", "literal", "describe").await;
+    let hank = api_as(&server, Some(&token));
+    let seen = ok_json_any(hank.get("/v1/groups/gg/offsets").await).await;
+    let topics: Vec<&str> = seen["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["topic"].as_str().unwrap())
+        .collect();
+    assert_eq!(topics, ["public"], "{seen}");
+}

@@ -412,9 +412,10 @@ impl Broker {
         if request.commits.is_empty() {
             return Err(GroupOpError::Invalid("offsets must not be empty".into()));
         }
+        let mut ends = Vec::new();
         for commit in &request.commits {
             let topic = self.writable_topic_for(caller, Operation::Read, &commit.topic)?;
-            local_partition(&topic, commit.partition)?;
+            ends.push(local_partition(&topic, commit.partition)?.offsets());
         }
         let partitions: Vec<TopicPartition> = request
             .commits
@@ -426,10 +427,34 @@ impl Broker {
             .as_ref()
             .map(|(member, generation)| (member.as_str(), *generation));
         self.coordinator.check_commit(group, member, &partitions)?;
+        // Past the high watermark is a position no consumer can have reached: a group would
+        // start there and miss records, while its lag showed 0.
+        for (commit, offsets) in request.commits.iter().zip(ends) {
+            if commit.offset > offsets.high_watermark {
+                return Err(GroupOpError::OutOfRange(
+                    crate::log::partition::OffsetOutOfRange {
+                        requested: commit.offset,
+                        earliest: offsets.log_start_offset,
+                        latest: offsets.high_watermark,
+                    },
+                ));
+            }
+        }
         self.offsets
             .commit(group, &request.commits, self.clock.now_ms())
             .await?;
-        Ok(self.offsets.committed(group))
+        Ok(self.visible_offsets(caller, group))
+    }
+
+    /// A group's committed offsets of the topics `caller` may describe: the others are not
+    /// theirs to learn of (ADR 0007: listings leave out what the caller may not describe).
+    fn visible_offsets(&self, caller: &Caller, group: &str) -> GroupOffsets {
+        let mut offsets = self.offsets.committed(group);
+        offsets.retain(|(topic, _), _| {
+            self.authorize(caller, Operation::Describe, Resource::topic(topic))
+                .is_ok()
+        });
+        offsets
     }
 
     /// A group's committed offsets. Needs `describe` on the group.
@@ -443,7 +468,7 @@ impl Broker {
     ) -> Result<GroupOffsets, GroupOpError> {
         self.authorize(caller, Operation::Describe, Resource::group(group))?;
         self.known_group(group)?;
-        Ok(self.offsets.committed(group))
+        Ok(self.visible_offsets(caller, group))
     }
 
     /// Deletes every committed offset of a group without live members. Needs `delete` on the
@@ -547,7 +572,7 @@ impl Broker {
         self.offsets
             .commit(group, &commits, self.clock.now_ms())
             .await?;
-        Ok(self.offsets.committed(group))
+        Ok(self.visible_offsets(caller, group))
     }
 
     /// Lag of every partition the group committed to or subscribes to, in records and in
