@@ -222,3 +222,26 @@ async fn dedup_state_survives_sigterm_and_kill_9() {
     let values: Vec<Value> = api.fetch_values("durable", 0, 0).await;
     assert_eq!(values, (0..4).map(Value::from).collect::<Vec<_>>());
 }
+
+/// An idempotent retry with `expected_offset` whose first try landed is answered as the
+/// duplicate it is, with the original offsets: a 412 would leave the producer unable to tell
+/// whether its write happened. A new write with a stale `expected_offset` still gets 412.
+#[tokio::test]
+async fn a_conditional_idempotent_retry_is_answered_as_a_duplicate() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("cas", 1).await;
+    let (id, epoch) = init_producer(&api, None).await;
+    let path = "/v1/topics/cas/partitions/0/records";
+    let mut request = idempotent_request(id, epoch, 0, &[json!("once"), json!("twice")]);
+    request["expected_offset"] = json!(0);
+    let first = ok_json(api.post(path, &request).await).await;
+    assert_eq!(offsets_of(&first), [0, 1]);
+    let retry = ok_json(api.post(path, &request).await).await;
+    assert_eq!(offsets_of(&retry), [0, 1], "{retry}");
+    assert_eq!(retry["duplicate"], true, "{retry}");
+    let mut next = idempotent_request(id, epoch, 2, &[json!("new")]);
+    next["expected_offset"] = json!(0);
+    expect_error(api.post(path, &next).await, 412, "offset_mismatch").await;
+    assert_eq!(api.offsets("cas", 0).await["latest"], 2);
+}

@@ -526,42 +526,7 @@ impl Broker {
         };
         let mut commits = Vec::new();
         for partition in partitions {
-            // The whole log: a tiered partition's records in the bucket are readable too, and
-            // "earliest" must not skip them.
-            let reader = self
-                .reader(&topic, partition)
-                .await
-                .map_err(FetchError::from)?;
-            let offsets = reader.offsets();
-            let to = request
-                .to
-                .ok_or_else(|| GroupOpError::Invalid("this reset target needs a value".into()))?;
-            let clamp = |o: i128| {
-                o.clamp(
-                    i128::from(offsets.log_start_offset),
-                    i128::from(offsets.high_watermark),
-                ) as u64
-            };
-            let offset = match to {
-                ResetTo::Earliest => offsets.log_start_offset,
-                ResetTo::Latest => offsets.high_watermark,
-                ResetTo::Timestamp(timestamp) => super::fetch::locate_time(&reader, timestamp)
-                    .await?
-                    .unwrap_or(offsets.high_watermark),
-                ResetTo::Offset(wanted) => {
-                    let wanted = u64::try_from(wanted)
-                        .map_err(|_| GroupOpError::Invalid("offset must be >= 0".into()))?;
-                    super::fetch::check_range(&offsets, wanted)?;
-                    wanted
-                }
-                ResetTo::Shift(by) => {
-                    let committed = self
-                        .offsets
-                        .get(group, &request.topic, partition)
-                        .map_or(offsets.log_start_offset, |c| c.offset);
-                    clamp(i128::from(committed) + i128::from(by))
-                }
-            };
+            let offset = self.reset_target(group, &topic, partition, request).await?;
             commits.push(Commit {
                 topic: request.topic.clone(),
                 partition,
@@ -573,6 +538,49 @@ impl Broker {
             .commit(group, &commits, self.clock.now_ms())
             .await?;
         Ok(self.visible_offsets(caller, group))
+    }
+
+    /// Where a reset moves `group`'s offset of one partition.
+    async fn reset_target(
+        &self,
+        group: &str,
+        topic: &Arc<Topic>,
+        partition: u32,
+        request: &ResetRequest,
+    ) -> Result<u64, GroupOpError> {
+        // The whole log: a tiered partition's records in the bucket are readable too, and
+        // "earliest" must not skip them.
+        let reader = self
+            .reader(topic, partition)
+            .await
+            .map_err(FetchError::from)?;
+        let offsets = reader.offsets();
+        let to = request
+            .to
+            .ok_or_else(|| GroupOpError::Invalid("this reset target needs a value".into()))?;
+        Ok(match to {
+            ResetTo::Earliest => offsets.log_start_offset,
+            ResetTo::Latest => offsets.high_watermark,
+            ResetTo::Timestamp(timestamp) => super::fetch::locate_time(&reader, timestamp)
+                .await?
+                .unwrap_or(offsets.high_watermark),
+            ResetTo::Offset(wanted) => {
+                let wanted = u64::try_from(wanted)
+                    .map_err(|_| GroupOpError::Invalid("offset must be >= 0".into()))?;
+                super::fetch::check_range(&offsets, wanted)?;
+                wanted
+            }
+            ResetTo::Shift(by) => {
+                let committed = self
+                    .offsets
+                    .get(group, &request.topic, partition)
+                    .map_or(offsets.log_start_offset, |c| c.offset);
+                (i128::from(committed) + i128::from(by)).clamp(
+                    i128::from(offsets.log_start_offset),
+                    i128::from(offsets.high_watermark),
+                ) as u64
+            }
+        })
     }
 
     /// Lag of every partition the group committed to or subscribes to, in records and in

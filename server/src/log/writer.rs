@@ -378,8 +378,12 @@ impl Writer {
         next_offset: u64,
         undo: &mut UndoLog,
     ) -> Option<PlannedRequest> {
+        // A retry whose batches all landed already is answered as the duplicate it is: its
+        // first try moved the log end, so its `expected_offset` no longer matches, and a 412
+        // would leave the producer unable to tell whether the write happened.
         if let Some(expected) = request.expected_offset
             && expected != next_offset
+            && !self.all_duplicates(&request.batches)
         {
             let error = AppendError::OffsetMismatch {
                 expected,
@@ -422,6 +426,16 @@ impl Writer {
             plan,
             acks: request.acks,
             reply: request.reply,
+        })
+    }
+
+    /// Whether every batch is a producer's retry of a batch already in the log.
+    fn all_duplicates(&self, batches: &[RecordBatch]) -> bool {
+        batches.iter().all(|batch| {
+            matches!(
+                self.producers.check(batch.header()),
+                Ok(SequenceCheck::Duplicate(_))
+            )
         })
     }
 
