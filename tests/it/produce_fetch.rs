@@ -721,3 +721,37 @@ async fn reset_to_time(api: &Api, value: i64) -> reqwest::Response {
     )
     .await
 }
+
+/// A long poll on a topic that is deleted meanwhile ends with 404 `topic_not_found` (as a
+/// stream ends with `topic_deleted`), not with an empty page after the whole wait, and not
+/// watching the old partition when a new topic of the same name gets records.
+#[tokio::test]
+async fn a_long_poll_ends_when_its_topic_is_deleted() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("brief", 1).await;
+    let poll = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let response = api
+                .get("/v1/topics/brief/partitions/0/records?offset=0&max_wait_ms=30000")
+                .await;
+            (response, started.elapsed())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let deleted = api
+        .client
+        .delete(api.url("/v1/topics/brief"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    let (response, waited) = poll.await.unwrap();
+    expect_error(response, 404, "topic_not_found").await;
+    assert!(
+        waited < std::time::Duration::from_secs(20),
+        "the poll waited {waited:?} of its 30 s"
+    );
+}

@@ -179,21 +179,50 @@ impl Broker {
 
     /// Waits until records at `offset` are readable, `wait` has passed, or the server shuts
     /// down.
-    pub async fn wait_for_data(&self, reader: &PartitionReader, offset: u64, wait: Duration) {
+    ///
+    /// # Errors
+    /// The topic was deleted meanwhile (checked every second): the wait ends at once with
+    /// `topic_not_found`, as a stream ends, instead of answering an empty page of a partition
+    /// that no longer exists.
+    pub async fn wait_for_data(
+        &self,
+        topic: &Arc<Topic>,
+        reader: &PartitionReader,
+        offset: u64,
+        wait: Duration,
+    ) -> Result<(), FetchError> {
         if wait.is_zero() {
-            return;
+            return Ok(());
         }
         let mut offsets = reader.subscribe();
         let mut shutdown = self.shutdown.clone();
         let arrived = offsets.wait_for(|o: &LogOffsets| o.high_watermark > offset);
+        let deleted = self.deletion_of(topic);
         let reason = tokio::select! {
             arrived = tokio::time::timeout(wait, arrived) => match arrived {
                 Ok(Ok(_)) => "data",
                 _ => "timeout",
             },
             _ = shutdown.wait_for(|stopping| *stopping) => "shutdown",
+            () = deleted => "deleted",
         };
         self.stats.woke(reason);
+        if reason == "deleted" {
+            return Err(FetchError::Lookup(LookupError::TopicNotFound {
+                topic: topic.name().to_string(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Resolves once `topic` is no longer the catalog's topic of its name.
+    // A periodic check, a timer rather than a clock reading.
+    #[allow(clippy::disallowed_methods)]
+    async fn deletion_of(&self, topic: &Arc<Topic>) {
+        let period = Duration::from_millis(crate::limits::TOPIC_DELETION_CHECK_MS);
+        while self.is_current(topic) {
+            tokio::time::sleep(period).await;
+        }
     }
 
     /// Offsets of a partition as readers see them, plus for tiered topics the local log start

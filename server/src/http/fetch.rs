@@ -154,7 +154,9 @@ pub async fn fetch(
         let stream = super::sse::partition_stream(state, audit, reader, request, first, slot);
         return Ok(stream.into_response());
     }
-    broker.wait_for_data(&reader, offset, bounds.wait).await;
+    broker
+        .wait_for_data(&audit.topic, &reader, offset, bounds.wait)
+        .await?;
     drop(slot);
     let stats = &state.http_stats;
     match format {
