@@ -31,7 +31,8 @@ impl PartialSchema for RecordBatchBytes {
             .schema_type(Type::String)
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
             .description(Some(
-                "Kafka RecordBatch v2 bytes (magic 2, uncompressed), one batch after another.",
+                "Kafka RecordBatch v2 bytes (magic 2; records uncompressed or compressed with \
+                 gzip, snappy, lz4 or zstd), one batch after another.",
             ))
             .build()
             .into()

@@ -455,3 +455,56 @@ async fn a_lone_surrogate_escape_is_refused_with_a_message_that_names_it() {
     );
     assert_eq!(fetched["records"][0]["value"], "\u{1F600}", "{fetched}");
 }
+
+/// A gzip-encoded body is decoded before it is read (JSON and raw batches alike); a coding the
+/// server does not decode is refused with 415 instead of being read as if it were plain, and a
+/// body that is not the gzip data its header says gets 400. Nothing refused is stored.
+#[tokio::test]
+async fn gzip_bodies_are_decoded_and_other_codings_refused() {
+    use std::io::Write;
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("zipped", 1).await;
+    let gzip = |data: &[u8]| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    };
+    let post = |coding: &'static str, body: Vec<u8>| {
+        api.client
+            .post(api.url("/v1/topics/zipped/partitions/0/records"))
+            .header("content-type", "application/json")
+            .header("content-encoding", coding)
+            .body(body)
+            .send()
+    };
+    let json = br#"{"records":[{"value":"zipped"}]}"#;
+    let stored = ok_json(post("gzip", gzip(json)).await.unwrap()).await;
+    assert_eq!(stored["offsets"][0]["offset"], 0, "{stored}");
+    expect_error(
+        post("x-bogus", json.to_vec()).await.unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    expect_error(
+        post("br", json.to_vec()).await.unwrap(),
+        415,
+        "unsupported_media_type",
+    )
+    .await;
+    expect_error(
+        post("gzip", json.to_vec()).await.unwrap(),
+        400,
+        "bad_header",
+    )
+    .await;
+    let fetched = api.get_json("/v1/topics/zipped/partitions/0/records").await;
+    let values: Vec<&serde_json::Value> = fetched["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["value"])
+        .collect();
+    assert_eq!(values, [&json!("zipped")], "{fetched}");
+}

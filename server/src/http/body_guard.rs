@@ -113,7 +113,7 @@ pub async fn guard_body(State(guard): State<BodyGuard>, request: Request, next: 
         });
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let read = axum::body::to_bytes(body, guard.max_body_bytes);
     let bytes = match tokio::time::timeout(guard.timeout, read).await {
         Err(_) => return timed_out(guard.timeout).into_response(),
@@ -122,6 +122,18 @@ pub async fn guard_body(State(guard): State<BodyGuard>, request: Request, next: 
         Ok(Err(_)) => return unreadable().into_response(),
         Ok(Ok(bytes)) => bytes,
     };
+    if parts.headers.contains_key(CONTENT_ENCODING) {
+        match super::content_encoding::decoded(&parts.headers, bytes, guard.max_body_bytes) {
+            Ok(plain) => {
+                parts.headers.remove(CONTENT_ENCODING);
+                parts.headers.insert(CONTENT_LENGTH, plain.len().into());
+                return next
+                    .run(Request::from_parts(parts, Body::from(plain)))
+                    .await;
+            }
+            Err(refused) => return refused.into_response(),
+        }
+    }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod auth;
 pub mod body_guard;
 pub mod codec;
+pub mod content_encoding;
 pub mod error;
 pub mod extract;
 pub mod fetch;

@@ -75,8 +75,11 @@ pub async fn produce_to_topic(
 /// Produce records to one partition, as JSON or as raw Kafka RecordBatch v2 bytes.
 ///
 /// With `Content-Type: application/vnd.strata.record-batches` the body is one or more Kafka
-/// RecordBatch v2 batches (magic 2, uncompressed): each is validated (length, CRC, records) and
-/// stored exactly as sent, except that the broker writes `baseOffset`. Producer id, epoch and
+/// RecordBatch v2 batches (magic 2; records uncompressed or compressed with gzip, snappy, lz4
+/// or zstd): each is validated (length, CRC, records, maxTimestamp) and stored exactly as
+/// sent, except that the broker writes `baseOffset` (and, on a `LogAppendTime` topic, the
+/// append time; with a topic `compression_type`, that codec). A body sent with
+/// `Content-Encoding: gzip` is decoded first; other codings get 415. Producer id, epoch and
 /// sequence in a batch header make it idempotent. `expected_offset` (query parameter for raw
 /// bytes, body field for JSON) makes the append conditional: it happens only if the partition's
 /// log end offset equals it, else 412 `offset_mismatch` with the actual log end.
