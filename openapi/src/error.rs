@@ -54,7 +54,8 @@ use utoipa::ToSchema;
 /// - `producer_not_found` (404): no producer id like this was issued by this server.
 /// - `producer_fenced` (409): a newer epoch of this producer id exists; this session is stale.
 /// - `quota_exceeded` (429, retryable): the caller used up its quota; retry after `Retry-After` seconds. Nothing of the request took effect.
-/// - `record_too_large` (413): one record exceeds the topic's `max_message_bytes`.
+/// - `record_too_large` (413): a batch exceeds the topic's `max_message_bytes` (per batch, as
+///   in Kafka: a raw batch, or one JSON request's records for one partition).
 /// - `request_timeout` (408, retryable): the request body did not arrive within the server's time limit.
 /// - `request_too_large` (413): the request body exceeds the server's limit.
 /// - `sequence_gap` (409): the producer sequence is not the next one expected for the partition.
@@ -154,7 +155,9 @@ pub enum ErrorCode {
     /// The caller used up its quota of requests or bytes per second. Nothing of the request
     /// took effect; retry after the `Retry-After` header's delay.
     QuotaExceeded,
-    /// One record exceeds the topic's `max_message_bytes`.
+    /// A record batch exceeds the topic's `max_message_bytes`. As in Kafka the limit is per
+    /// batch: a raw batch as sent, or the records of one JSON request that go to one partition,
+    /// which are stored as one batch.
     RecordTooLarge,
     /// The request body did not arrive whole within the server's time limit
     /// (`request_body_timeout_ms`); nothing of the request took effect.

@@ -508,3 +508,35 @@ async fn gzip_bodies_are_decoded_and_other_codings_refused() {
         .collect();
     assert_eq!(values, [&json!("zipped")], "{fetched}");
 }
+
+/// `max_message_bytes` limits a batch, as in Kafka, and a JSON produce stores one partition's
+/// records as one batch: three records of 1,200 bytes are refused together on a 3,000-byte
+/// topic, with a message that says why and what to do, and go through one at a time.
+#[tokio::test]
+async fn the_batch_limit_names_itself_when_a_json_request_exceeds_it() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic_with("small", 1, json!({"max_message_bytes": 3000}))
+        .await;
+    let record = json!({"value": "x".repeat(1200)});
+    let refused = expect_error(
+        api.post(
+            "/v1/topics/small/records",
+            &json!({"records": [record, record, record]}),
+        )
+        .await,
+        413,
+        "record_too_large",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("max_message_bytes") && message.contains("per"),
+        "{message}"
+    );
+    assert_eq!(api.offsets("small", 0).await["latest"], 0);
+    for _ in 0..3 {
+        api.produce("small", &json!({"records": [record]})).await;
+    }
+    assert_eq!(api.offsets("small", 0).await["latest"], 3);
+}

@@ -35,7 +35,11 @@ pub struct OffsetOutOfRange {
 #[derive(Debug, Clone, Error)]
 pub enum AppendError {
     /// A batch is larger than the partition accepts.
-    #[error("batch of {size} bytes exceeds the limit of {limit} bytes")]
+    #[error(
+        "batch of {size} bytes exceeds the topic's max_message_bytes of {limit} (the limit is per \
+         batch: a JSON produce stores one partition's records as one batch, so send fewer or \
+         smaller records per request, or raise max_message_bytes)"
+    )]
     BatchTooLarge {
         /// Size of the batch.
         size: u64,
