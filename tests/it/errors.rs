@@ -358,6 +358,13 @@ async fn client_mistakes_get_error_bodies_with_stable_codes_and_leave_data_uncha
         "producer_not_found",
     )
     .await;
+    // A negative id was never issued by anyone: invalid, not "not found".
+    expect_error(
+        api.post("/v1/producers", &json!({"producer_id": -1})).await,
+        422,
+        "invalid",
+    )
+    .await;
     let unknown_producer = json!({"records": [{"value": 1, "partition": 0}],
         "producer": {"producer_id": 123_456, "producer_epoch": 0, "sequences": {"0": 0}}});
     expect_error(

@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use strata_openapi::{ErrorBody, InitProducerRequest, ProducerIdentity};
+use strata_openapi::{ErrorBody, ErrorCode, InitProducerRequest, ProducerIdentity};
 
 use super::AppState;
 use super::error::ApiError;
@@ -24,7 +24,7 @@ use crate::security::Caller;
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 404, description = "A producer id this server never issued (`producer_not_found`)", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
-        (status = 422, description = "The id's epochs are used up (`invalid_producer`)", body = ErrorBody),
+        (status = 422, description = "A negative id (`invalid`), or the id's epochs are used up (`invalid_producer`)", body = ErrorBody),
         (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]
 pub async fn init_producer(
@@ -34,6 +34,14 @@ pub async fn init_producer(
     _caller: Caller,
     ApiJson(request): ApiJson<InitProducerRequest>,
 ) -> Result<Json<ProducerIdentity>, ApiError> {
+    if let Some(id) = request.producer_id.filter(|id| *id < 0) {
+        // Ids are issued from 0 up: a negative one was never issued, but "not found" would
+        // read as if it might have been.
+        return Err(ApiError::new(
+            ErrorCode::Invalid,
+            format!("producer_id must be >= 0 (an id POST /v1/producers issued), not {id}"),
+        ));
+    }
     let (producer_id, producer_epoch) = state.broker.init_producer(request.producer_id).await?;
     Ok(Json(ProducerIdentity {
         producer_id,
