@@ -1379,3 +1379,40 @@ async fn a_commit_past_the_high_watermark_is_refused_and_changes_nothing() {
     assert_eq!(committed(&api, "g").await, offsets_map(&[("short", 0, 5)]));
     server.stop().await;
 }
+
+/// A static member that rejoins with other topics is still the same instance: its old member
+/// id is fenced and the group rebalances for the new subscription, so two live members never
+/// share an instance id (they both held partitions before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_rejoining_with_other_topics_fences_its_old_id() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("pods", 2).await;
+    api.create_topic("logs", 2).await;
+    let (old, _) = join(
+        &api,
+        "statics",
+        json!({"topics": ["pods"], "instance_id": "pod-a"}),
+    )
+    .await;
+    let (new, body) = join(
+        &api,
+        "statics",
+        json!({"topics": ["pods", "logs"], "instance_id": "pod-a"}),
+    )
+    .await;
+    assert_ne!(new.id, old.id);
+    assert!(new.generation > old.generation, "a rebalance: {body}");
+    let description = describe(&api, "statics").await;
+    let members = description["members"].as_array().unwrap();
+    assert_eq!(members.len(), 1, "{description}");
+    assert_eq!(members[0]["member_id"], new.id.as_str(), "{description}");
+    expect_error(poll_raw(&api, &old, "").await, 409, "unknown_member").await;
+    let mut members = vec![new];
+    let owned = settle(&api, &mut members).await;
+    let expected: BTreeSet<Tp> = partitions("pods", 0..2)
+        .union(&partitions("logs", 0..2))
+        .cloned()
+        .collect();
+    assert_eq!(owned[&members[0].id], expected);
+}

@@ -357,6 +357,20 @@ impl Coordinator {
             group.members.insert(member_id.clone(), member);
             return Ok(view(group, &member_id));
         }
+        // The same instance with other topics: still one instance, so its old member id is
+        // fenced (Kafka replaces it whatever its metadata), and the group rebalances for the
+        // new subscription. Two live members must never share an instance id.
+        if let Some(instance) = &request.instance_id {
+            let fenced: Vec<String> = group
+                .members
+                .iter()
+                .filter(|(_, m)| m.instance_id.as_ref() == Some(instance))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for old_id in fenced {
+                remove_member(group, &old_id);
+            }
+        }
         group.members.insert(member_id.clone(), member);
         rebalance(group, counts);
         if let Some(member) = group.members.get_mut(&member_id) {
