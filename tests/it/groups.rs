@@ -1416,3 +1416,34 @@ async fn a_static_member_rejoining_with_other_topics_fences_its_old_id() {
         .collect();
     assert_eq!(owned[&members[0].id], expected);
 }
+
+/// A partition on its way to a new member is still its old owner's until that owner
+/// acknowledges: the old owner may commit what it processed of it (explicitly, or with
+/// `commit=true` on its next fetch), so the new owner does not read those records again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_owner_commits_a_partition_on_its_way_to_another_member() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("rv", 2).await;
+    produce_n(&api, "rv", 0, 10).await;
+    produce_n(&api, "rv", 1, 10).await;
+    let reset = json!({"topics": ["rv"], "auto_offset_reset": "earliest"});
+    let (mut a, _) = join(&api, "handover", reset.clone()).await;
+    assert_eq!(drain(&api, &a).await, expected(&[(0, 0..10), (1, 0..10)]));
+    let (mut b, _) = join(&api, "handover", reset).await;
+    // A learns the new generation without acknowledging it (its heartbeat names the old one).
+    let body = ok_json(heartbeat_raw(&api, &a, a.generation).await).await;
+    assert_eq!(body["rebalancing"], true, "{body}");
+    a.generation = u32::try_from(body["generation"].as_u64().unwrap()).unwrap();
+    // One of the two is moving to B; A may commit both.
+    commit(&api, "handover", Some(&a), &[("rv", 0, 9), ("rv", 1, 9)]).await;
+    ok_json(poll_raw(&api, &a, "commit=true").await).await;
+    assert_eq!(
+        committed(&api, "handover").await,
+        offsets_map(&[("rv", 0, 10), ("rv", 1, 10)])
+    );
+    let mut members = vec![a, b.clone()];
+    settle(&api, &mut members).await;
+    b.generation = members[1].generation;
+    assert_eq!(drain(&api, &b).await, Vec::<(u32, u64)>::new());
+}

@@ -449,13 +449,16 @@ impl Coordinator {
         check_generation(group, group_id, generation)?;
         claim(group, member_id);
         let owned: Vec<TopicPartition> = owned_by(group, member_id);
+        // Positions of partitions still held but on their way to another member stay, so a
+        // fetch with `commit=true` commits them too before the member lets them go.
+        let held = held_by(group, member_id);
         let member = group
             .members
             .get_mut(member_id)
             .ok_or_else(|| unknown(group_id, member_id))?;
         member.last_poll_ms = now;
         member.last_heartbeat_ms = now;
-        member.positions.retain(|tp, _| owned.contains(tp));
+        member.positions.retain(|tp, _| held.contains(tp));
         let positions = owned.into_iter().map(|tp| {
             let position = member.positions.get(&tp).copied();
             (tp, position)
@@ -520,8 +523,11 @@ impl Coordinator {
         let group = member_group(&mut groups, group_id, member_id)?;
         check_generation(group, group_id, generation)?;
         claim(group, member_id);
-        let owned = owned_by(group, member_id);
-        if let Some((topic, partition)) = partitions.iter().find(|tp| !owned.contains(tp)) {
+        // Partitions on their way to another member are still this one's until it
+        // acknowledges: committing what it processed of them (Kafka's commit on revoke) spares
+        // the next owner from reading those records again.
+        let held = held_by(group, member_id);
+        if let Some((topic, partition)) = partitions.iter().find(|tp| !held.contains(tp)) {
             return Err(GroupError::NotAssigned {
                 member_id: member_id.into(),
                 topic: topic.clone(),
@@ -780,6 +786,17 @@ fn claim(group: &mut Group, member_id: &str) {
             .entry(tp.clone())
             .or_insert_with(|| member_id.to_string());
     }
+}
+
+/// Partitions the member holds: those it owns, and those it still owns on their way to
+/// another member (until it acknowledges the generation that moves them).
+fn held_by(group: &Group, member_id: &str) -> Vec<TopicPartition> {
+    group
+        .owners
+        .iter()
+        .filter(|(_, owner)| owner.as_str() == member_id)
+        .map(|(tp, _)| tp.clone())
+        .collect()
 }
 
 fn owned_by(group: &Group, member_id: &str) -> Vec<TopicPartition> {
