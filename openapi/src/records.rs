@@ -197,7 +197,8 @@ pub struct ProduceResponse {
     /// Where each record landed, in request order.
     pub offsets: Vec<RecordOffset>,
     /// True when this request was a retry of one already appended: the offsets are the
-    /// original ones and nothing was appended again.
+    /// original ones and nothing was appended again. False when anything of the request was
+    /// appended now, even if some of its batches were retries.
     pub duplicate: bool,
 }
 
@@ -216,7 +217,8 @@ pub struct CompactProduceResponse {
     /// request order.
     pub partitions: Vec<PartitionAppend>,
     /// True when this request was a retry of one already appended: the offsets are the
-    /// original ones and nothing was appended again.
+    /// original ones and nothing was appended again. False when anything of the request was
+    /// appended now, even if some of its batches were retries.
     pub duplicate: bool,
 }
 

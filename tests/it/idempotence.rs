@@ -245,3 +245,38 @@ async fn a_conditional_idempotent_retry_is_answered_as_a_duplicate() {
     expect_error(api.post(path, &next).await, 412, "offset_mismatch").await;
     assert_eq!(api.offsets("cas", 0).await["latest"], 2);
 }
+
+/// `duplicate` means nothing was appended again: a request whose batch for one partition was
+/// a retry while its batch for another was new is no duplicate (it said `true`, and a client
+/// trusting it would think "e" was already stored before).
+#[tokio::test]
+async fn a_request_that_appended_anything_is_no_duplicate() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("pair", 2).await;
+    let (id, epoch) = init_producer(&api, None).await;
+    let request = |first: i64, second: i64| {
+        json!({
+            "records": [{"value": "d", "partition": 0}, {"value": "e", "partition": 1}],
+            "producer": {"producer_id": id, "producer_epoch": epoch,
+                         "sequences": {"0": first, "1": second}},
+        })
+    };
+    // Partition 1's sequence skips ahead: refused there, while partition 0's batch (a separate
+    // append) is stored.
+    expect_error(
+        api.post("/v1/topics/pair/records", &request(0, 7)).await,
+        409,
+        "sequence_gap",
+    )
+    .await;
+    let mixed = ok_json(api.post("/v1/topics/pair/records", &request(0, 0)).await).await;
+    assert_eq!(mixed["duplicate"], false, "{mixed}");
+    assert_eq!(offsets_of(&mixed), [0, 0], "{mixed}");
+    let retried = ok_json(api.post("/v1/topics/pair/records", &request(0, 0)).await).await;
+    assert_eq!(retried["duplicate"], true, "{retried}");
+    assert_eq!(offsets_of(&retried), [0, 0], "{retried}");
+    for partition in 0..2 {
+        assert_eq!(api.offsets("pair", partition).await["latest"], 1);
+    }
+}

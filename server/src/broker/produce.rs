@@ -128,7 +128,6 @@ impl Broker {
         let config = topic.config();
         let mut appends = Vec::with_capacity(groups.len());
         let mut slots = Vec::with_capacity(groups.len());
-        let mut bytes = 0;
         for (partition, records) in groups {
             let options = batch_options(&config, request.producer.as_ref(), partition)?;
             // Each record's index in the request and its timestamp, for the answer.
@@ -138,7 +137,7 @@ impl Broker {
                 .unzip();
             let batch = RecordBatch::encode(&options, &new)
                 .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
-            bytes += batch.len() as u64;
+            let batch_bytes = batch.len() as u64;
             let log = local_partition(topic, partition)?;
             appends.push(append_one(
                 log,
@@ -146,14 +145,21 @@ impl Broker {
                 request.acks,
                 request.expected_offset,
             ));
-            slots.push((partition, indexes));
+            slots.push((partition, indexes, batch_bytes));
         }
         let results = futures::future::join_all(appends).await;
         let mut positions = vec![None; record_count];
-        let mut duplicate = false;
-        for ((partition, indexes), result) in slots.into_iter().zip(results) {
+        // A retry only when every partition's batch was already there: a request that also
+        // appended somewhere is no duplicate, and its new records count as appended.
+        let mut duplicate = true;
+        let (mut appended, mut bytes) = (0u64, 0u64);
+        for ((partition, indexes, batch_bytes), result) in slots.into_iter().zip(results) {
             let ack = result?;
-            duplicate |= ack.duplicate;
+            duplicate &= ack.duplicate;
+            if !ack.duplicate {
+                appended += indexes.len() as u64;
+                bytes += batch_bytes;
+            }
             let sent = indexes.iter().map(|(_, timestamp)| *timestamp).collect();
             let stamps = answered_timestamps(topic, partition, &ack, sent).await?;
             for (delta, ((index, _), timestamp)) in indexes.iter().zip(stamps).enumerate() {
@@ -166,9 +172,8 @@ impl Broker {
                 }
             }
         }
-        if !duplicate {
-            self.stats
-                .appended(topic.name(), record_count as u64, bytes);
+        if appended > 0 {
+            self.stats.appended(topic.name(), appended, bytes);
         }
         Ok(Produced {
             positions: positions.into_iter().flatten().collect(),
@@ -297,7 +302,7 @@ impl Broker {
                 stamps.iter_mut().for_each(|t| *t = now);
             }
         }
-        let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
+        let sizes: Vec<u64> = batches.iter().map(|b| b.len() as u64).collect();
         let acks = match lease {
             // Recompressed batches are not the streamed bytes: dropping the lease cuts those.
             Some(lease) if codec.is_none() => {
@@ -307,9 +312,15 @@ impl Broker {
             _ => log.append_if(batches, acks, expected_offset).await?,
         };
         let mut positions = Vec::new();
-        let mut duplicate = false;
-        for (ack, stamps) in acks.iter().zip(timestamps) {
-            duplicate |= ack.duplicate;
+        // A retry only when every batch was already there (see `produce`).
+        let mut duplicate = !acks.is_empty();
+        let (mut appended, mut bytes) = (0u64, 0u64);
+        for ((ack, stamps), size) in acks.iter().zip(timestamps).zip(sizes) {
+            duplicate &= ack.duplicate;
+            if !ack.duplicate {
+                appended += ack.last_offset - ack.base_offset + 1;
+                bytes += size;
+            }
             let stamps = answered_timestamps(topic, partition, ack, stamps).await?;
             for (delta, timestamp) in stamps.into_iter().enumerate() {
                 positions.push(StoredPosition {
@@ -319,9 +330,8 @@ impl Broker {
                 });
             }
         }
-        if !duplicate {
-            self.stats
-                .appended(topic.name(), positions.len() as u64, bytes);
+        if appended > 0 {
+            self.stats.appended(topic.name(), appended, bytes);
         }
         Ok(Produced {
             positions,
