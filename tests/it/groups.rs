@@ -1447,3 +1447,34 @@ async fn the_old_owner_commits_a_partition_on_its_way_to_another_member() {
     b.generation = members[1].generation;
     assert_eq!(drain(&api, &b).await, Vec::<(u32, u64)>::new());
 }
+
+/// A member's long poll ends when the group rebalances: waiting out `max_wait_ms` (up to a
+/// minute) would stall the hand-over, since the partitions the member gives up wait for its
+/// acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_long_poll_ends_when_the_group_rebalances() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("quiet", 2).await;
+    let body = json!({"topics": ["quiet"]});
+    let (a, _) = join(&api, "waiters", body.clone()).await;
+    let poll = {
+        let api = api.clone();
+        let a = a.clone();
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let answer = ok_json(poll_raw(&api, &a, "max_wait_ms=30000").await).await;
+            (answer, started.elapsed())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    join(&api, "waiters", body).await;
+    let (answer, waited) = poll.await.unwrap();
+    assert_eq!(fetched(&answer), Vec::<(u32, u64)>::new());
+    assert!(
+        waited < std::time::Duration::from_secs(20),
+        "the poll waited {waited:?} of its 30 s"
+    );
+    let beat = ok_json(heartbeat_raw(&api, &a, a.generation).await).await;
+    assert_eq!(beat["rebalancing"], true, "{beat}");
+}

@@ -302,7 +302,8 @@ impl Broker {
                 .iter()
                 .all(|(_, reader, start, _)| reader.offsets().high_watermark <= *start)
         {
-            self.wait_any(&plans, bounds.wait).await;
+            self.wait_any(&plans, bounds.wait, (group, grant.generation))
+                .await;
         }
         let per_partition = (bounds.max_bytes / plans.len().max(1) as u64).max(1);
         let mut records_left = bounds.max_records;
@@ -372,7 +373,16 @@ impl Broker {
 
     /// Waits until any of the partitions has records past its start, `wait` passes, or
     /// shutdown.
-    async fn wait_any(&self, plans: &[MemberPlan], wait: Duration) {
+    ///
+    /// A rebalance of the group ends the wait too: the member must learn it (with its next
+    /// heartbeat or fetch) now, not after a wait of up to `fetch_max_wait_ms`, while the
+    /// partitions it gives up wait for its acknowledgement.
+    async fn wait_any(
+        &self,
+        plans: &[MemberPlan],
+        wait: Duration,
+        (group, generation): (&str, u32),
+    ) {
         if plans.is_empty() {
             return;
         }
@@ -386,9 +396,23 @@ impl Broker {
             })
         });
         let mut shutdown = self.shutdown.clone();
-        tokio::select! {
-            _ = tokio::time::timeout(wait, futures::future::select_all(waits)) => {}
-            _ = shutdown.wait_for(|stopping| *stopping) => {}
+        let rebalanced = self.rebalance_of(group, generation);
+        let reason = tokio::select! {
+            waited = tokio::time::timeout(wait, futures::future::select_all(waits)) => {
+                if waited.is_ok() { "data" } else { "timeout" }
+            }
+            _ = shutdown.wait_for(|stopping| *stopping) => "shutdown",
+            () = rebalanced => "rebalance",
+        };
+        self.stats.woke(reason);
+    }
+
+    /// Resolves once `group` is past `generation` (checked every 100 ms).
+    // A periodic check, a timer rather than a clock reading.
+    #[allow(clippy::disallowed_methods)]
+    async fn rebalance_of(&self, group: &str, generation: u32) {
+        while self.coordinator.generation(group) == Some(generation) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

@@ -200,6 +200,8 @@ pub struct PollGrant {
     pub positions: BTreeMap<TopicPartition, Option<u64>>,
     /// The member's reset policy.
     pub auto_offset_reset: AutoOffsetReset,
+    /// The generation the poll was granted in.
+    pub generation: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -466,6 +468,7 @@ impl Coordinator {
         Ok(PollGrant {
             positions: positions.collect(),
             auto_offset_reset: member.auto_offset_reset,
+            generation,
         })
     }
 
@@ -623,6 +626,11 @@ impl Coordinator {
         for member in groups.values_mut().flat_map(|g| g.members.values_mut()) {
             member.positions.retain(|(t, _), _| t != topic);
         }
+    }
+
+    /// The group's current generation, `None` for a group without state here.
+    pub fn generation(&self, group_id: &str) -> Option<u32> {
+        self.groups.lock().get(group_id).map(|g| g.generation)
     }
 
     /// Topics read by a group's members.
