@@ -275,6 +275,11 @@ async fn uploads_and_cold_reads_show_in_metrics_and_hot_reads_count_as_zero_copy
         metrics.value("strata_tiering_sync_failures_total", &[]),
         0.0
     );
+    // Documented in the README, and was never exported.
+    assert_eq!(
+        metrics.value("strata_tiering_locked_delete_retries_total", &[]),
+        0.0
+    );
     let lag = [("topic", "archive"), ("partition", "0")];
     assert!(metrics.value("strata_tiering_upload_lag_seconds", &lag) >= 0.0);
 

@@ -503,6 +503,11 @@ fn tiering(registry: &mut Registry, sources: &Sources<'_>) {
             "Objects deleted from the bucket",
             &stats.remote_deletes,
         ),
+        (
+            "tiering_locked_delete_retries",
+            "Deletes of Object Lock objects put off until their retain-until date",
+            &stats.locked_delete_retries,
+        ),
     ] {
         registry.register(name, help, counter(TieringStats::get(value)));
     }
