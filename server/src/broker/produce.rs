@@ -283,25 +283,9 @@ impl Broker {
             }
         }
         let config = topic.config();
-        let timestamps = batch_timestamps(&batches, facts, config.cleanup_policy.compacts())?;
-        let mut timestamps = timestamps;
+        let mut timestamps = batch_timestamps(&batches, facts, config.cleanup_policy.compacts())?;
         let codec = topic_codec(&config);
-        if let Some(codec) = codec {
-            for batch in &mut batches {
-                *batch = batch
-                    .with_compression(codec)
-                    .map_err(|e| ProduceError::BadRecordBatch(format!("cannot recompress: {e}")))?;
-            }
-        }
-        if config.message_timestamp_type == MessageTimestampType::LogAppendTime {
-            let now = self.clock.now_ms();
-            for batch in &mut batches {
-                *batch = stamp_log_append_time(batch, now)?;
-            }
-            for stamps in &mut timestamps {
-                stamps.iter_mut().for_each(|t| *t = now);
-            }
-        }
+        self.rewrite_for_topic(&config, &mut batches, &mut timestamps)?;
         let sizes: Vec<u64> = batches.iter().map(|b| b.len() as u64).collect();
         let acks = match lease {
             // Recompressed batches are not the streamed bytes: dropping the lease cuts those.
@@ -337,6 +321,33 @@ impl Broker {
             positions,
             duplicate,
         })
+    }
+
+    /// What the topic changes in a producer's batches before they are stored: its codec, and
+    /// on a `LogAppendTime` topic the append time (then also every answered timestamp).
+    fn rewrite_for_topic(
+        &self,
+        config: &TopicConfig,
+        batches: &mut [RecordBatch],
+        timestamps: &mut [Vec<i64>],
+    ) -> Result<(), ProduceError> {
+        if let Some(codec) = topic_codec(config) {
+            for batch in batches.iter_mut() {
+                *batch = batch
+                    .with_compression(codec)
+                    .map_err(|e| ProduceError::BadRecordBatch(format!("cannot recompress: {e}")))?;
+            }
+        }
+        if config.message_timestamp_type == MessageTimestampType::LogAppendTime {
+            let now = self.clock.now_ms();
+            for batch in batches.iter_mut() {
+                *batch = stamp_log_append_time(batch, now)?;
+            }
+            for stamps in timestamps.iter_mut() {
+                stamps.iter_mut().for_each(|t| *t = now);
+            }
+        }
+        Ok(())
     }
 
     /// Refuses ids this server did not issue, epochs it did not issue, and epochs older than the
