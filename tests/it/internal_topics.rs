@@ -12,9 +12,15 @@ use strata_tests::{Api, Server, expect_error};
 
 const OFFSETS: &str = "__consumer_offsets";
 
-/// Commits offset 3 of `orders/0` for group `g` without members.
+/// Commits offset 3 of `orders/0` for group `g` without members (after three records: a commit
+/// past the high watermark is refused).
 async fn commit_something(api: &Api) {
     api.create_topic("orders", 1).await;
+    api.produce(
+        "orders",
+        &json!({"records": [{"value": 1}, {"value": 2}, {"value": 3}]}),
+    )
+    .await;
     let response = api
         .post(
             "/v1/groups/g/offsets",
@@ -156,6 +162,8 @@ async fn a_foreign_record_in_consumer_offsets_is_skipped_at_start() {
         "the skip is logged"
     );
     // New commits still work and survive the next restart.
+    api.produce("orders", &json!({"records": [{"value": 4}]}))
+        .await;
     let response = api
         .post(
             "/v1/groups/g/offsets",
