@@ -24,8 +24,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 use object_store::ObjectStore;
 use parking_lot::{Mutex, RwLock};
 use strata_tiering::chunk_cache::{CacheStats, ChunkCache, ChunkCacheConfig};
@@ -206,7 +204,8 @@ pub struct Tiering {
     published_topics: Mutex<HashMap<String, Vec<u8>>>,
     /// Deleted topics whose objects are still being removed: a topic of the same name is
     /// created only once they are gone, or the removal could take its new objects too.
-    deletions: Mutex<HashMap<String, Shared<BoxFuture<'static, ()>>>>,
+    /// Each turns true when its removal ended.
+    deletions: Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>,
     /// The text of each signed snapshot this process last wrote (see `signed_snapshot.rs`); a
     /// sweep signs and writes one only when it changed.
     published_snapshots: signed_snapshot::Published,
@@ -432,9 +431,16 @@ impl Tiering {
             tracing::warn!(topic, %error, "could not delete the topic's metadata object");
         }
         let this = Arc::clone(self);
-        let name = topic.to_string();
+        let (ended, removal) = tokio::sync::watch::channel(false);
+        {
+            let mut deletions = self.deletions.lock();
+            deletions.retain(|_, removal| !*removal.borrow());
+            deletions.insert(topic.to_string(), removal);
+        }
         let topic = topic.to_string();
-        let removal = tokio::spawn(async move {
+        tokio::spawn(async move {
+            // Dropped at the end, however the removal ends: waiting creators go on.
+            let _ended = EndsRemoval(ended);
             let logged = this.record_topic_deletion(&topic, partitions).await;
             let root = strata_tiering::layout::topic_root(&topic);
             match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
@@ -456,26 +462,25 @@ impl Tiering {
                 }
             }
         });
-        let done = async move {
-            let _ = removal.await;
-        }
-        .boxed()
-        .shared();
-        let mut deletions = self.deletions.lock();
-        deletions.retain(|_, removal| removal.peek().is_none());
-        deletions.insert(name, done);
     }
 
     /// Waits until the objects of a deleted topic named `topic` are removed (at once when no
     /// deletion of that name is under way).
     pub async fn deletion_finished(&self, topic: &str) {
         let removal = self.deletions.lock().get(topic).cloned();
-        if let Some(removal) = removal {
-            removal.await;
-            self.deletions
-                .lock()
-                .retain(|_, removal| removal.peek().is_none());
+        if let Some(mut removal) = removal {
+            // An error means the removal task is gone: nothing is left to wait for.
+            let _ = removal.wait_for(|ended| *ended).await;
         }
+    }
+}
+
+/// Marks a topic's object removal as ended when dropped.
+struct EndsRemoval(tokio::sync::watch::Sender<bool>);
+
+impl Drop for EndsRemoval {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
     }
 }
 

@@ -403,3 +403,36 @@ async fn total_retention_in_the_bucket_stops_at_a_legal_hold_until_it_is_release
         "released, retention proceeds"
     );
 }
+
+/// Creating a topic waits for the removal of a deleted one of the same name (its listing would
+/// otherwise find, and delete, the new topic's first uploads); other names do not wait, and
+/// the wait ends once the removal has.
+#[tokio::test]
+async fn a_name_is_free_again_only_once_its_deleted_topics_objects_are_gone() {
+    let fixture = fixture().await;
+    fixture
+        .faults
+        .set_latency(&[Operation::List], std::time::Duration::from_millis(500));
+    fixture.tiering.delete_topic("t").await;
+    let soon = std::time::Duration::from_millis(50);
+    assert!(
+        tokio::time::timeout(soon, fixture.tiering.deletion_finished("other"))
+            .await
+            .is_ok(),
+        "a name without a deletion is free at once"
+    );
+    assert!(
+        tokio::time::timeout(soon, fixture.tiering.deletion_finished("t"))
+            .await
+            .is_err(),
+        "the removal is still listing"
+    );
+    let ended = std::time::Duration::from_secs(10);
+    assert!(
+        tokio::time::timeout(ended, fixture.tiering.deletion_finished("t"))
+            .await
+            .is_ok(),
+        "the wait ends with the removal"
+    );
+    assert!(fixture.faults.calls(Operation::List) >= 1);
+}
