@@ -280,3 +280,29 @@ async fn a_request_that_appended_anything_is_no_duplicate() {
         assert_eq!(api.offsets("pair", partition).await["latest"], 1);
     }
 }
+
+/// A retry whose first attempt's records were deleted since (delete-records here; retention
+/// alike) is still a duplicate with the original offsets: it used to fail with 416 for an
+/// offset the producer never asked to read, while the records were not appended again.
+#[tokio::test]
+async fn a_retry_of_deleted_records_is_still_answered_as_a_duplicate() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("gone", 1).await;
+    let (id, epoch) = init_producer(&api, None).await;
+    let path = "/v1/topics/gone/partitions/0/records";
+    let request = idempotent_request(id, epoch, 0, &[json!("a"), json!("b")]);
+    let first = ok_json(api.post(path, &request).await).await;
+    assert_eq!(offsets_of(&first), [0, 1]);
+    let deleted = api
+        .post(
+            "/v1/topics/gone/partitions/0/delete-records",
+            &json!({"offset": 1}),
+        )
+        .await;
+    assert_eq!(deleted.status().as_u16(), 200);
+    let retry = ok_json(api.post(path, &request).await).await;
+    assert_eq!(retry["duplicate"], true, "{retry}");
+    assert_eq!(offsets_of(&retry), [0, 1], "{retry}");
+    assert_eq!(api.offsets("gone", 0).await["latest"], 2);
+}

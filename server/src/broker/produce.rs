@@ -595,7 +595,11 @@ fn refuse_unsupported(header: &BatchHeader, position: usize) -> Result<(), Produ
 }
 
 /// The timestamps to answer for an appended batch: those `sent`, or for an idempotent retry
-/// those the first attempt stored (read back), not the retry's.
+/// those the first attempt stored (read back), not the retry's. When the first attempt's
+/// records are no longer on the local disk (delete-records, retention, or only the bucket
+/// holds them), the retry is still a duplicate with the original offsets: it is answered with
+/// its own timestamps rather than failing with a 416 for offsets the producer never asked to
+/// read.
 async fn answered_timestamps(
     topic: &Topic,
     partition: u32,
@@ -606,7 +610,10 @@ async fn answered_timestamps(
         return Ok(sent);
     }
     let log = local_partition(topic, partition)?;
-    let slice = log.read(ack.base_offset, 1).await?;
+    let slice = match log.read(ack.base_offset, 1).await {
+        Err(crate::log::ReadError::OffsetOutOfRange(_)) => return Ok(sent),
+        read => read?,
+    };
     let count = usize::try_from(ack.last_offset - ack.base_offset + 1).unwrap_or(usize::MAX);
     let records = records_in(&slice, ack.base_offset, count).map_err(ProduceError::Corrupt)?;
     Ok(records.iter().map(|r| r.timestamp).collect())
