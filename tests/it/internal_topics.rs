@@ -175,3 +175,27 @@ async fn a_foreign_record_in_consumer_offsets_is_skipped_at_start() {
     let api = Api::new(&server);
     assert_eq!(committed(&api).await[0]["offset"], 4);
 }
+
+/// A consumer group cannot read an internal topic, and the refusal says so and what to do
+/// instead, rather than "only the server writes to it" for what is a read.
+#[tokio::test]
+async fn a_group_on_an_internal_topic_is_refused_with_a_message_about_reading() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    let refused = expect_error(
+        api.post("/v1/groups/siem/members", &json!({"topics": [OFFSETS]}))
+            .await,
+        409,
+        "internal_topic",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("consumer groups") && message.contains("fetch"),
+        "{message}"
+    );
+    let fetched = api
+        .get(&format!("/v1/topics/{OFFSETS}/partitions/0/records"))
+        .await;
+    assert_eq!(fetched.status(), 200, "a plain fetch reads it");
+}

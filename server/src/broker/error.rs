@@ -38,7 +38,10 @@ pub enum LookupError {
     },
     /// One of the server's own topics, whose records only the server writes (one foreign record
     /// in `__consumer_offsets` would be read back at every start).
-    #[error("topic {topic} is internal: only the server writes to it")]
+    #[error(
+        "topic {topic} is internal: only the server writes to it, and consumer groups do not \
+         read it (fetch its partitions directly)"
+    )]
     InternalTopic {
         /// The topic.
         topic: String,
