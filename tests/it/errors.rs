@@ -547,3 +547,27 @@ async fn the_batch_limit_names_itself_when_a_json_request_exceeds_it() {
     }
     assert_eq!(api.offsets("small", 0).await["latest"], 3);
 }
+
+/// Endpoints without query parameters refuse any, as the others refuse unknown ones: a
+/// `DELETE ...?force=true` answered 204 while nothing honoured `force`.
+#[tokio::test]
+async fn endpoints_without_query_parameters_refuse_any() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("kept", 1).await;
+    let client = &api.client;
+    for request in [
+        client.get(api.url("/v1/topics?bogus=1")),
+        client.get(api.url("/v1/topics/kept?verbose=true")),
+        client.delete(api.url("/v1/topics/kept?force=true")),
+        client.get(api.url("/v1/topics/kept/legal-holds?all=1")),
+        client.get(api.url("/v1/groups?bogus=1")),
+    ] {
+        expect_error(request.send().await.unwrap(), 400, "bad_query").await;
+    }
+    assert_eq!(
+        api.get("/v1/topics/kept").await.status(),
+        200,
+        "not deleted"
+    );
+}

@@ -22,7 +22,7 @@ use super::AppState;
 use super::accept::{Accepted, Offers};
 use super::codec::to_fetched_record;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery, NoQuery};
 use super::paths;
 use crate::audit::entry::ReadFormat;
 use crate::broker::audit::ReadOrigin;
@@ -623,8 +623,15 @@ pub async fn lag(
 ///
 /// Needs nothing: lists only the groups the caller may describe.
 #[utoipa::path(get, path = paths::GROUPS, tag = "groups",
-    responses((status = 200, description = "Groups", body = GroupList)))]
-pub async fn list_groups(State(state): State<AppState>, caller: Caller) -> Json<GroupList> {
+    responses(
+        (status = 200, description = "Groups", body = GroupList),
+        (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
+    ))]
+pub async fn list_groups(
+    State(state): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+) -> Json<GroupList> {
     let groups = state
         .broker
         .list_groups(&caller)

@@ -7,7 +7,7 @@ use strata_openapi::{CreateLegalHoldRequest, ErrorBody, ErrorCode, LegalHold, Le
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, NoQuery};
 use super::paths;
 use crate::security::Caller;
 use crate::topics::holds::{self, HoldRange};
@@ -54,6 +54,7 @@ pub async fn place(
 #[utoipa::path(get, path = paths::LEGAL_HOLDS, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
+        (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
         (status = 200, description = "The holds", body = LegalHoldList),
         (status = 404, description = "No such topic", body = ErrorBody),
     ))]
@@ -61,6 +62,7 @@ pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
+    _: NoQuery,
 ) -> Result<Json<LegalHoldList>, ApiError> {
     let holds = state.broker.legal_holds(&caller, &topic)?;
     Ok(Json(LegalHoldList {

@@ -13,7 +13,7 @@ use strata_openapi::{
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, NoQuery};
 use super::paths;
 use crate::broker::Broker;
 use crate::broker::topics::SegmentPlace;
@@ -55,8 +55,15 @@ pub async fn create_topic(
 
 /// List topics: those the caller may describe.
 #[utoipa::path(get, path = paths::TOPICS, tag = "topics",
-    responses((status = 200, description = "All topics", body = TopicList)))]
-pub async fn list_topics(State(state): State<AppState>, caller: Caller) -> Json<TopicList> {
+    responses(
+        (status = 200, description = "All topics", body = TopicList),
+        (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
+    ))]
+pub async fn list_topics(
+    State(state): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+) -> Json<TopicList> {
     let topics = state
         .broker
         .list_topics(&caller)
@@ -76,6 +83,7 @@ pub async fn list_topics(State(state): State<AppState>, caller: Caller) -> Json<
 #[utoipa::path(get, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
+        (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
         (status = 200, description = "The topic", body = TopicDescription),
         (status = 404, description = "No such topic (`topic_not_found`)", body = ErrorBody),
     ))]
@@ -83,6 +91,7 @@ pub async fn describe_topic(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
+    _: NoQuery,
 ) -> Result<Json<TopicDescription>, ApiError> {
     let topic = state.broker.describe_topic(&caller, &topic)?;
     Ok(Json(describe(&state.broker, &topic).await))
@@ -162,6 +171,7 @@ pub async fn add_partitions(
 #[utoipa::path(delete, path = paths::TOPIC, tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
+        (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such topic", body = ErrorBody),
         (status = 409, description = "Internal topics cannot be deleted (`internal_topic`); a legal hold is in force (`legal_hold`)", body = ErrorBody),
@@ -171,6 +181,7 @@ pub async fn delete_topic(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
+    _: NoQuery,
 ) -> Result<StatusCode, ApiError> {
     state.broker.delete_topic(&caller, &topic).await?;
     Ok(StatusCode::NO_CONTENT)
