@@ -1467,7 +1467,7 @@ async fn a_member_long_poll_ends_when_the_group_rebalances() {
             (answer, started.elapsed())
         })
     };
-    open_streams_reach(&api, 1).await;
+    api.open_streams_reach(1).await;
     join(&api, "waiters", body).await;
     let (answer, waited) = poll.await.unwrap();
     assert_eq!(fetched(&answer), Vec::<(u32, u64)>::new());
@@ -1477,21 +1477,4 @@ async fn a_member_long_poll_ends_when_the_group_rebalances() {
     );
     let beat = ok_json(heartbeat_raw(&api, &a, a.generation).await).await;
     assert_eq!(beat["rebalancing"], true, "{beat}");
-}
-
-/// Waits (bounded) until the server holds `count` open streams or long polls, so a test knows
-/// its long poll is waiting before it changes what the poll waits on.
-async fn open_streams_reach(api: &Api, count: u64) {
-    strata_tests::eventually(
-        std::time::Duration::from_secs(10),
-        "the long poll is waiting",
-        || async {
-            let text = api.get("/metrics").await.text().await.unwrap_or_default();
-            text.lines()
-                .find_map(|l| l.strip_prefix("strata_open_streams "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .is_some_and(|v| v >= count as f64)
-        },
-    )
-    .await;
 }

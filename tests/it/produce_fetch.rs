@@ -740,7 +740,7 @@ async fn a_long_poll_ends_when_its_topic_is_deleted() {
             (response, started.elapsed())
         })
     };
-    open_streams_reach(&api, 1).await;
+    api.open_streams_reach(1).await;
     let deleted = api
         .client
         .delete(api.url("/v1/topics/brief"))
@@ -754,21 +754,4 @@ async fn a_long_poll_ends_when_its_topic_is_deleted() {
         waited < std::time::Duration::from_secs(20),
         "the poll waited {waited:?} of its 30 s"
     );
-}
-
-/// Waits (bounded) until the server holds `count` open streams or long polls, so a test knows
-/// its long poll is waiting before it changes what the poll waits on.
-async fn open_streams_reach(api: &Api, count: u64) {
-    strata_tests::eventually(
-        std::time::Duration::from_secs(10),
-        "the long poll is waiting",
-        || async {
-            let text = api.get("/metrics").await.text().await.unwrap_or_default();
-            text.lines()
-                .find_map(|l| l.strip_prefix("strata_open_streams "))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .is_some_and(|v| v >= count as f64)
-        },
-    )
-    .await;
 }

@@ -593,6 +593,23 @@ impl Api {
         self.client.get(self.url(path)).send().await.unwrap()
     }
 
+    /// Waits (bounded) until the server holds `count` open streams or long polls, so a test
+    /// knows its long poll is waiting before it changes what the poll waits on.
+    pub async fn open_streams_reach(&self, count: u64) {
+        eventually(
+            Duration::from_secs(10),
+            "the long poll is waiting",
+            || async {
+                let text = self.get("/metrics").await.text().await.unwrap_or_default();
+                text.lines()
+                    .find_map(|l| l.strip_prefix("strata_open_streams "))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .is_some_and(|v| v >= count as f64)
+            },
+        )
+        .await;
+    }
+
     /// GET, assert 200, return the JSON body.
     pub async fn get_json(&self, path: &str) -> Value {
         ok_json(self.get(path).await).await
