@@ -28,8 +28,9 @@ PY=$ROOT/.tools/py/bin
 # openapi-python-client runs ruff from PATH on what it generates.
 export PATH="$PY:$PATH"
 
-# The server the checks run against. `cargo test` builds it with the test profile (into
-# target/debug), so building with that profile is a no-op after scripts/test's cargo test step.
+# The server the checks run against: the binary as users build it. `cargo test --all-features`
+# builds one with test-only features and dev-dependency features unified in, so this compiles
+# strata-server (and the crates whose features differ) once more, into target/debug.
 cargo build --quiet --profile test -p strata-server --bin strata
 STRATA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/strata"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts the S3-compatible server that the tiering tests run against: SeaweedFS `weed mini` (one
+# Starts the S3-compatible server the tiering tests run against: SeaweedFS `weed server -s3` (one
 # process: master, volume, filer, S3 gateway), bound to 127.0.0.1 only, with two buckets:
 #   strata-test   plain bucket (the conformance suite, one unique key prefix per test)
 #   strata-lock   created with Object Lock enabled (versioning on), for the retention tests
@@ -121,13 +121,13 @@ s3_body() {
     "$endpoint$path" 2>/dev/null || true
 }
 
-# The pid in weed.pid, if it is alive and is a `weed mini` serving this state directory (pids get
+# The pid in weed.pid, if it is alive and is a `weed server` serving this state directory (pids get
 # reused; this never signals someone else's process).
 our_pid() {
   local pid
   pid=$(cat "$PID_FILE" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "mini -dir=$DIR/data " || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "server -dir=$DIR/data " || return 1
   echo "$pid"
 }
 
@@ -210,18 +210,23 @@ EOF
 log "starting SeaweedFS $SEAWEEDFS_VERSION on $endpoint (state $DIR)"
 # -master.telemetry=false: the default posts cluster statistics to a public host.
 # -ip/-ip.bind: the default binds 0.0.0.0 and advertises the first NIC's address.
-# -volume.max=0 (auto): every bucket is its own collection with its own volumes; a fixed maximum
-#   makes the (max+1)th bucket's first PUT fail. Small volumes (64 MB) keep the sparse files small.
+# `weed server -s3 -filer` rather than `weed mini`: mini cannot lower the volume server's free-space
+#   floor (1 % of the disk, 2.5 GB on a 252 GB disk) or stop sizing its volume count by free disk,
+#   and on a CI machine with 1-2 GB free every PUT failed with "no writable volumes".
+# -volume.minFreeSpace=64MiB: volumes turn read-only only when the disk is really about full.
+# -volume.max=1000: every bucket is its own collection with its own volumes; the count must not
+#   depend on free disk. Volumes are sparse files, and small ones (64 MB) keep them small.
 # setsid: the server outlives the test process that started it, so later runs reuse it.
-setsid "$WEED" mini \
+setsid "$WEED" server \
   -dir="$DIR/data" \
+  -s3 -filer -volume.minFreeSpace=64MiB -volume.preStopSeconds=1 \
   -ip=127.0.0.1 -ip.bind=127.0.0.1 \
   -master.telemetry=false \
   -s3.port="$base" -master.port=$((base + 1)) -volume.port=$((base + 2)) \
-  -filer.port=$((base + 3)) -admin.port=$((base + 4)) \
+  -filer.port=$((base + 3)) \
   -s3.config="$DIR/s3.json" \
-  -s3.port.iceberg=0 -s3.port.lance=0 -webdav=false -admin.ui=false \
-  -master.volumeSizeLimitMB=64 -volume.max=0 \
+  -s3.port.iceberg=0 \
+  -master.volumeSizeLimitMB=64 -volume.max=1000 \
   >"$LOG_FILE" 2>&1 </dev/null 9>&- &
 STARTED_PID=$!
 echo "$STARTED_PID" >"$PID_FILE"

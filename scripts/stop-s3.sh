@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stops the SeaweedFS server that scripts/start-s3.sh started (the pid in its state directory, and
-# only if that pid still is a `weed mini` serving that directory).
+# only if that pid still is a `weed server` serving that directory).
 #   scripts/stop-s3.sh           stop; data stays, so the next start keeps buckets and objects
 #   scripts/stop-s3.sh --purge   stop and delete the state directory (data, env file, log). The
 #                                only way to drop objects under COMPLIANCE retention before expiry.
@@ -29,7 +29,7 @@ fi
 
 pid=$(cat "$PID_FILE" 2>/dev/null || true)
 if [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid" &&
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "mini -dir=$DIR/data "; then
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "server -dir=$DIR/data "; then
   log "stopping SeaweedFS (pid $pid)"
   # Without the env file nobody reuses the server while it shuts down.
   rm -f "$DIR/env"
