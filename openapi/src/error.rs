@@ -466,6 +466,12 @@ pub struct ErrorDetail {
     /// what you intend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_end_offset: Option<u64>,
+    /// On a produce whose records went to several partitions: the partitions whose records
+    /// were stored before another partition's append failed (each partition is a separate
+    /// append). Send only the other partitions' records again, or repeat the whole request if
+    /// it came from an idempotent producer (stored batches are then answered as duplicates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<Vec<crate::records::PartitionAppend>>,
 }
 
 impl ErrorBody {
@@ -479,6 +485,7 @@ impl ErrorBody {
                 earliest_offset: None,
                 latest_offset: None,
                 log_end_offset: None,
+                stored: None,
             },
         }
     }
@@ -493,6 +500,12 @@ impl ErrorBody {
     /// Adds the actual log end offset, as an `offset_mismatch` response carries it.
     pub fn with_log_end_offset(mut self, log_end_offset: u64) -> Self {
         self.error.log_end_offset = Some(log_end_offset);
+        self
+    }
+
+    /// Adds what a partly failed produce stored.
+    pub fn with_stored(mut self, stored: Vec<crate::records::PartitionAppend>) -> Self {
+        self.error.stored = Some(stored);
         self
     }
 

@@ -151,7 +151,8 @@ pub struct ProduceRecord {
 ))]
 pub struct ProduceRequest {
     /// Records to append. Records for the same partition commit atomically and get
-    /// consecutive offsets in request order.
+    /// consecutive offsets in request order. Each partition is a separate append: when one
+    /// fails after others were stored, the error lists those in `stored`.
     #[schema(min_items = 1)]
     pub records: Vec<ProduceRecord>,
     /// Idempotent producer identity and sequences. With it, a retried request is answered

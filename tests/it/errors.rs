@@ -548,6 +548,28 @@ async fn the_batch_limit_names_itself_when_a_json_request_exceeds_it() {
     assert_eq!(api.offsets("small", 0).await["latest"], 3);
 }
 
+/// A request whose batch for one partition is over the limit stores nothing, not even the
+/// other partitions' records: it used to append partition 0's record and answer 413, so the
+/// client's resend stored it twice.
+#[tokio::test]
+async fn a_batch_over_the_limit_in_one_partition_stores_nothing_of_the_request() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic_with("split", 2, json!({"max_message_bytes": 3000}))
+        .await;
+    let big = |partition: u32| json!({"value": "x".repeat(1200), "partition": partition});
+    let records = json!({"records": [{"value": "small", "partition": 0}, big(1), big(1), big(1)]});
+    expect_error(
+        api.post("/v1/topics/split/records", &records).await,
+        413,
+        "record_too_large",
+    )
+    .await;
+    for partition in 0..2 {
+        assert_eq!(api.offsets("split", partition).await["latest"], 0);
+    }
+}
+
 /// Endpoints without query parameters refuse any, as the others refuse unknown ones: a
 /// `DELETE ...?force=true` answered 204 while nothing honoured `force`.
 #[tokio::test]

@@ -263,13 +263,25 @@ async fn a_request_that_appended_anything_is_no_duplicate() {
         })
     };
     // Partition 1's sequence skips ahead: refused there, while partition 0's batch (a separate
-    // append) is stored.
-    expect_error(
+    // append) is stored, and the error says so.
+    let partial = expect_error(
         api.post("/v1/topics/pair/records", &request(0, 7)).await,
         409,
         "sequence_gap",
     )
     .await;
+    assert_eq!(
+        partial["error"]["stored"],
+        json!([{"partition": 0, "base_offset": 0, "record_count": 1}]),
+        "{partial}"
+    );
+    let message = partial["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("partition 1: ") && message.contains("partition 0 (offsets 0 to 0)"),
+        "{message}"
+    );
+    assert_eq!(partial["error"]["retryable"], false, "{partial}");
+    assert_eq!(api.offsets("pair", 0).await["latest"], 1);
     let mixed = ok_json(api.post("/v1/topics/pair/records", &request(0, 0)).await).await;
     assert_eq!(mixed["duplicate"], false, "{mixed}");
     assert_eq!(offsets_of(&mixed), [0, 0], "{mixed}");

@@ -92,10 +92,35 @@ pub enum ListOffsetsError {
     Fetch(#[from] FetchError),
 }
 
-/// Why a produce failed. Nothing of a failed produce is stored (records of one request that go
-/// to different partitions are separate appends: see the produce operation).
+/// Records of one request stored in one partition, as a partial failure reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredRange {
+    /// The partition.
+    pub partition: u32,
+    /// Offset of the first of the request's records there.
+    pub base_offset: u64,
+    /// How many of the request's records are there.
+    pub record_count: u64,
+}
+
+/// Why a produce failed. Nothing of a failed produce is stored, except in
+/// [`ProduceError::Partial`]: records of one request that go to different partitions are
+/// separate appends, and one can fail after another was stored.
 #[derive(Debug, Error)]
 pub enum ProduceError {
+    /// Some partitions' records were stored, then another partition's append failed.
+    #[error("partition {failed}: {source}")]
+    Partial {
+        /// What was stored, per partition.
+        stored: Vec<StoredRange>,
+        /// The first partition whose append failed.
+        failed: u32,
+        /// Whether the request came from an idempotent producer (its retry is safe).
+        idempotent: bool,
+        /// Why that partition's append failed.
+        #[source]
+        source: Box<ProduceError>,
+    },
     /// The topic or partition does not exist, or is internal.
     #[error(transparent)]
     Lookup(#[from] LookupError),

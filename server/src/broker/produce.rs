@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::error::{LookupError, ProduceError};
+use super::error::{LookupError, ProduceError, StoredRange};
 use super::fetch::records_in;
 use super::{Broker, WritableTopic, local_partition, partition_not_found};
 use crate::limits::MAX_RECORDS_PER_REQUEST;
@@ -71,6 +71,14 @@ pub struct ProduceRecords {
     pub acks: Acks,
     /// Append only if the partition's log end offset equals this (one partition only).
     pub expected_offset: Option<u64>,
+}
+
+/// One partition's share of a produce request, for its answer.
+struct PartitionSlot {
+    partition: u32,
+    /// Each record's index in the request and the timestamp it was sent with.
+    records: Vec<(usize, i64)>,
+    batch_bytes: u64,
 }
 
 /// Where one record was stored.
@@ -139,46 +147,97 @@ impl Broker {
                 .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
             let batch_bytes = batch.len() as u64;
             let log = local_partition(topic, partition)?;
+            // Every partition's batch is checked before any is appended: one over the topic's
+            // limit stores nothing of the request.
+            log.check_batch_sizes(std::slice::from_ref(&batch))?;
             appends.push(append_one(
                 log,
                 batch,
                 request.acks,
                 request.expected_offset,
             ));
-            slots.push((partition, indexes, batch_bytes));
+            slots.push(PartitionSlot {
+                partition,
+                records: indexes,
+                batch_bytes,
+            });
         }
         let results = futures::future::join_all(appends).await;
+        let acks = self.settle(topic, &slots, results, request.producer.is_some())?;
         let mut positions = vec![None; record_count];
         // A retry only when every partition's batch was already there: a request that also
-        // appended somewhere is no duplicate, and its new records count as appended.
-        let mut duplicate = true;
-        let (mut appended, mut bytes) = (0u64, 0u64);
-        for ((partition, indexes, batch_bytes), result) in slots.into_iter().zip(results) {
-            let ack = result?;
-            duplicate &= ack.duplicate;
-            if !ack.duplicate {
-                appended += indexes.len() as u64;
-                bytes += batch_bytes;
-            }
-            let sent = indexes.iter().map(|(_, timestamp)| *timestamp).collect();
-            let stamps = answered_timestamps(topic, partition, &ack, sent).await?;
-            for (delta, ((index, _), timestamp)) in indexes.iter().zip(stamps).enumerate() {
-                if let Some(slot) = positions.get_mut(*index) {
-                    *slot = Some(StoredPosition {
-                        partition,
+        // appended somewhere is no duplicate.
+        let duplicate = acks.iter().all(|ack| ack.duplicate);
+        for (slot, ack) in slots.into_iter().zip(acks) {
+            let sent = slot
+                .records
+                .iter()
+                .map(|(_, timestamp)| *timestamp)
+                .collect();
+            let stamps = answered_timestamps(topic, slot.partition, &ack, sent).await?;
+            for (delta, ((index, _), timestamp)) in slot.records.iter().zip(stamps).enumerate() {
+                if let Some(position) = positions.get_mut(*index) {
+                    *position = Some(StoredPosition {
+                        partition: slot.partition,
                         offset: ack.base_offset + delta as u64,
                         timestamp,
                     });
                 }
             }
         }
-        if appended > 0 {
-            self.stats.appended(topic.name(), appended, bytes);
-        }
         Ok(Produced {
             positions: positions.into_iter().flatten().collect(),
             duplicate,
         })
+    }
+
+    /// The acknowledgements of a request's appends once all of them ended. What was appended
+    /// counts in the statistics even when another partition failed, and such a failure names
+    /// what was stored, so the client knows what not to send again.
+    fn settle(
+        &self,
+        topic: &Topic,
+        slots: &[PartitionSlot],
+        results: Vec<Result<BatchAck, ProduceError>>,
+        idempotent: bool,
+    ) -> Result<Vec<BatchAck>, ProduceError> {
+        let (mut appended, mut bytes) = (0u64, 0u64);
+        let mut acks = Vec::with_capacity(results.len());
+        let mut stored = Vec::new();
+        let mut failure = None;
+        for (slot, result) in slots.iter().zip(results) {
+            match result {
+                Ok(ack) => {
+                    let count = slot.records.len() as u64;
+                    if !ack.duplicate {
+                        appended += count;
+                        bytes += slot.batch_bytes;
+                    }
+                    stored.push(StoredRange {
+                        partition: slot.partition,
+                        base_offset: ack.base_offset,
+                        record_count: count,
+                    });
+                    acks.push(ack);
+                }
+                Err(error) => {
+                    failure.get_or_insert((slot.partition, error));
+                }
+            }
+        }
+        if appended > 0 {
+            self.stats.appended(topic.name(), appended, bytes);
+        }
+        match failure {
+            None => Ok(acks),
+            Some((_, error)) if stored.is_empty() => Err(error),
+            Some((failed, source)) => Err(ProduceError::Partial {
+                stored,
+                failed,
+                idempotent,
+                source: Box::new(source),
+            }),
+        }
     }
 
     /// Records per partition, each remembering its index in the request; timestamps resolved

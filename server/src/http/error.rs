@@ -7,12 +7,12 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use strata_openapi::{ErrorBody, ErrorCode};
+use strata_openapi::{ErrorBody, ErrorCode, PartitionAppend};
 
 use crate::broker::audit::AuditUnavailable;
 use crate::broker::error::{
     DeleteRecordsError, FetchError, GroupOpError, ListOffsetsError, LookupError, OffsetOutOfRange,
-    ProduceError, TopicError,
+    ProduceError, StoredRange, TopicError,
 };
 use crate::broker::reader::ReaderError;
 use crate::groups::coordinator::GroupError;
@@ -300,6 +300,12 @@ impl From<ProduceError> for ApiError {
     fn from(error: ProduceError) -> Self {
         let plain = |code: ErrorCode, error: ProduceError| ApiError::new(code, error.to_string());
         match error {
+            ProduceError::Partial {
+                stored,
+                failed,
+                idempotent,
+                source,
+            } => partial_produce(stored, failed, idempotent, (*source).into()),
             ProduceError::Lookup(lookup) => lookup.into(),
             ProduceError::Append(append) => append.into(),
             ProduceError::StoredRead(read) => read.into(),
@@ -315,6 +321,51 @@ impl From<ProduceError> for ApiError {
             error @ ProduceError::Internal(_) => ApiError::internal(ErrorCode::Internal, &error),
         }
     }
+}
+
+/// A produce that stored some partitions' records before another partition failed: the failed
+/// partition's error, with what was stored in `stored` and the message. Repeating the request
+/// would store those records twice unless its producer is idempotent, so only then can it be
+/// `retryable`.
+fn partial_produce(
+    stored: Vec<StoredRange>,
+    failed: u32,
+    idempotent: bool,
+    failure: ApiError,
+) -> ApiError {
+    let ranges: Vec<String> = stored
+        .iter()
+        .map(|range| {
+            let last = range.base_offset + range.record_count.saturating_sub(1);
+            format!(
+                "partition {} (offsets {} to {last})",
+                range.partition, range.base_offset
+            )
+        })
+        .collect();
+    let advice = if idempotent {
+        "repeating the request is safe: the stored batches are answered as duplicates"
+    } else {
+        "send only the other partitions' records again"
+    };
+    let message = format!(
+        "partition {failed}: {}; the request's records for {} were stored (see `stored`); {advice}",
+        failure.body.error.message,
+        ranges.join(", ")
+    );
+    let appends = stored
+        .into_iter()
+        .map(|range| PartitionAppend {
+            partition: range.partition,
+            base_offset: range.base_offset,
+            record_count: range.record_count,
+        })
+        .collect();
+    failure.with(|mut body| {
+        body.error.retryable &= idempotent;
+        body.error.message = message;
+        body.with_stored(appends)
+    })
 }
 
 impl From<DeleteRecordsError> for ApiError {

@@ -230,7 +230,12 @@ impl Partition {
         }
     }
 
-    fn check_batch_sizes(&self, batches: &[RecordBatch]) -> Result<(), AppendError> {
+    /// Refuses batches over the partition's `max_message_bytes`; appends check this too, and the
+    /// broker checks first when a request appends to several partitions.
+    ///
+    /// # Errors
+    /// [`AppendError::BatchTooLarge`] for the first batch over the limit.
+    pub fn check_batch_sizes(&self, batches: &[RecordBatch]) -> Result<(), AppendError> {
         let limit = self.shared.config.read().max_batch_bytes;
         match batches.iter().find(|b| b.len() as u64 > limit) {
             Some(batch) => Err(AppendError::BatchTooLarge {
