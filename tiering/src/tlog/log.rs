@@ -97,7 +97,7 @@ pub struct PartitionLog {
     tree: Tree,
     /// Entries from the start of the newest (possibly partial) bundle, plus unpublished ones.
     recent: Vec<Vec<u8>>,
-    /// Tree size at the last publish.
+    /// Tree size at the last publish (of `checkpoint`).
     published: u64,
     state: LogState,
 }
@@ -125,20 +125,24 @@ impl PartitionLog {
             reason,
         };
         let checkpoint = get_if_exists(store, &prefix.clone().join("checkpoint")).await?;
-        let size = match checkpoint {
+        let newest = match checkpoint {
             Some(text) => checkpoint_size(&text)
                 .ok_or_else(|| inconsistent("unreadable checkpoint".into()))?,
             None => 0,
         };
+        // A writer that stopped between a signed checkpoint in the history and `checkpoint`
+        // left a larger tree, complete and signed: it is the log. The next publish then also
+        // writes `checkpoint` (its bundles, tiles and history note exist with the same bytes).
+        let size = newest_in_history(store, &prefix, newest).await?.max(newest);
         let mut log = PartitionLog {
             prefix: prefix.clone(),
             origin,
             tree: Tree::default(),
             recent: Vec::new(),
-            published: size,
+            published: newest,
             state: LogState::default(),
         };
-        let first_partial = size / TILE_WIDTH * TILE_WIDTH;
+        let first_partial = newest / TILE_WIDTH * TILE_WIDTH;
         for (index, (key, entry)) in read_entries(store, &prefix, size)
             .await?
             .into_iter()
@@ -200,12 +204,14 @@ impl PartitionLog {
             let end = start + usize::try_from(width).unwrap_or(0);
             let body = tiles::encode_bundle(self.recent[start..end].iter().map(Vec::as_slice));
             let key = tiles::under(&self.prefix, &tiles::bundle_path(index, width));
-            self.create(store, &key, body).await?;
+            self.create(store, &key, body, leaves_covered(0, index, width))
+                .await?;
         }
         for (level, index, width) in tiles::tiles_changed(self.published, size) {
             let body = tiles::tile_bytes(&self.tree, level, index, width).unwrap_or_default();
             let key = tiles::under(&self.prefix, &tiles::tile_path(level, index, width));
-            self.create(store, &key, body).await?;
+            self.create(store, &key, body, leaves_covered(level, index, width))
+                .await?;
         }
         let note = signer.sign_checkpoint(&self.origin, size, &self.tree.root());
         let history = self
@@ -213,7 +219,8 @@ impl PartitionLog {
             .clone()
             .join("checkpoints")
             .join(format!("{size:020}"));
-        self.create(store, &history, note.clone().into_bytes())
+        // Never replaced: a signed note in the history is committed.
+        self.create(store, &history, note.clone().into_bytes(), 0)
             .await?;
         store
             .put(
@@ -228,11 +235,18 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Creates `key` with `body`. The same bytes already there are success; other bytes are a
+    /// fork, unless the object covers leaves beyond every signed tree in the bucket now
+    /// (`covers` leaves from the start): then a writer stopped before its checkpoint, nothing
+    /// verifiable refers to the object, and ours replaces it. (Two live writers of one
+    /// partition are fenced by its manifest generations, and the history note stays the
+    /// fence between them.)
     async fn create(
         &self,
         store: &dyn ObjectStore,
         key: &Path,
         body: Vec<u8>,
+        covers: u64,
     ) -> Result<(), TlogError> {
         let body = Bytes::from(body);
         let options = PutOptions {
@@ -247,6 +261,10 @@ impl PartitionLog {
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let existing = store.get(key).await?.bytes().await?;
                 if existing == body {
+                    Ok(())
+                } else if covers > self.signed_size(store).await? {
+                    tracing::warn!(%key, "replacing an unsigned transparency log object left by a writer that stopped before its checkpoint");
+                    store.put(key, PutPayload::from(body)).await?;
                     Ok(())
                 } else {
                     Err(TlogError::Inconsistent {
@@ -293,6 +311,51 @@ pub async fn read_entries(
         entries.extend(decoded.into_iter().map(|entry| (key.clone(), entry)));
     }
     Ok(entries)
+}
+
+impl PartitionLog {
+    /// The largest tree signed in the bucket now: `checkpoint`, or a newer note in the history.
+    async fn signed_size(&self, store: &dyn ObjectStore) -> Result<u64, TlogError> {
+        let checkpoint = get_if_exists(store, &self.prefix.clone().join("checkpoint")).await?;
+        let newest = checkpoint.as_deref().and_then(checkpoint_size).unwrap_or(0);
+        Ok(newest_in_history(store, &self.prefix, newest)
+            .await?
+            .max(newest))
+    }
+}
+
+/// How many leaves, from the log's start, a tile (or at level 0, an entry bundle) of `width`
+/// entries at `index` covers.
+fn leaves_covered(level: usize, index: u64, width: u64) -> u64 {
+    let per_entry = u32::try_from(level)
+        .ok()
+        .and_then(|level| TILE_WIDTH.checked_pow(level))
+        .unwrap_or(u64::MAX);
+    index
+        .saturating_mul(TILE_WIDTH)
+        .saturating_add(width)
+        .saturating_mul(per_entry)
+}
+
+/// The largest tree size in the checkpoint history beyond `after` (0 when none is): history
+/// notes are named by their zero-padded size, so only the names after it are listed.
+async fn newest_in_history(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    after: u64,
+) -> Result<u64, TlogError> {
+    use futures::TryStreamExt;
+    let history = prefix.clone().join("checkpoints");
+    let from = history.clone().join(format!("{after:020}"));
+    let names: Vec<object_store::ObjectMeta> = store
+        .list_with_offset(Some(&history), &from)
+        .try_collect()
+        .await?;
+    Ok(names
+        .iter()
+        .filter_map(|meta| meta.location.filename()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0))
 }
 
 /// The size line of a checkpoint note (the second line).
@@ -413,6 +476,78 @@ mod tests {
         assert_eq!(loaded.state, log.state);
     }
 
+    /// A writer that stopped after writing a bundle but before signing it left bytes that no
+    /// checkpoint refers to: the next writer replaces them with its own (it used to refuse
+    /// them as a fork forever, so a deletion after a kill -9 was never logged).
+    #[tokio::test]
+    async fn unsigned_leftovers_of_a_stopped_writer_are_replaced() {
+        let store = InMemory::new();
+        let signer = NoteSigner::from_seed("strata-test", [1; 32]).unwrap();
+        let origin = PartitionLog::origin("test", "t", 0);
+        let mut log = PartitionLog::load(&store, "t", 0, origin.clone())
+            .await
+            .unwrap();
+        log.append(&topic_leaf(1));
+        log.publish(&store, &signer).await.unwrap();
+        // The stopped writer's second entry, in its bundle, without a checkpoint.
+        let prefix = layout::tlog_dir("t", 0);
+        let leftover = tiles::encode_bundle(
+            [topic_leaf(1).to_bytes(), topic_leaf(9).to_bytes()]
+                .iter()
+                .map(Vec::as_slice),
+        );
+        store
+            .put(
+                &tiles::under(&prefix, &tiles::bundle_path(0, 2)),
+                PutPayload::from(leftover),
+            )
+            .await
+            .unwrap();
+        let mut next = PartitionLog::load(&store, "t", 0, origin.clone())
+            .await
+            .unwrap();
+        assert_eq!(next.size(), 1);
+        next.append(&topic_leaf(2));
+        next.publish(&store, &signer).await.unwrap();
+        let loaded = PartitionLog::load(&store, "t", 0, origin).await.unwrap();
+        assert_eq!(loaded.tree, next.tree);
+        assert_eq!(loaded.state().topic_sha256, Some(format!("{:064x}", 2)));
+    }
+
+    /// A writer that stopped between its history note and `checkpoint` left a signed tree:
+    /// the next load takes it, and the next publish moves `checkpoint` up to it.
+    #[tokio::test]
+    async fn a_signed_tree_in_the_history_beyond_checkpoint_is_the_log() {
+        let store = InMemory::new();
+        let signer = NoteSigner::from_seed("strata-test", [1; 32]).unwrap();
+        let origin = PartitionLog::origin("test", "t", 0);
+        let mut log = PartitionLog::load(&store, "t", 0, origin.clone())
+            .await
+            .unwrap();
+        log.append(&topic_leaf(1));
+        log.publish(&store, &signer).await.unwrap();
+        let prefix = layout::tlog_dir("t", 0);
+        let pointer = prefix.clone().join("checkpoint");
+        let first = store.get(&pointer).await.unwrap().bytes().await.unwrap();
+        log.append(&topic_leaf(2));
+        log.publish(&store, &signer).await.unwrap();
+        store.put(&pointer, PutPayload::from(first)).await.unwrap();
+
+        let mut next = PartitionLog::load(&store, "t", 0, origin.clone())
+            .await
+            .unwrap();
+        assert_eq!(next.size(), 2);
+        assert_eq!(next.tree, log.tree);
+        next.publish(&store, &signer).await.unwrap();
+        let note = store.get(&pointer).await.unwrap().bytes().await.unwrap();
+        assert_eq!(checkpoint_size(&note), Some(2));
+        // And the log goes on from it.
+        let mut other = PartitionLog::load(&store, "t", 0, origin).await.unwrap();
+        assert_eq!(other.size(), 2);
+        other.append(&topic_leaf(3));
+        other.publish(&store, &signer).await.unwrap();
+    }
+
     /// A second writer that appended something else at the same size is refused.
     #[tokio::test]
     async fn a_fork_is_refused() {
@@ -428,5 +563,10 @@ mod tests {
         second.append(&topic_leaf(2));
         let error = second.publish(&store, &signer).await.unwrap_err();
         assert!(error.to_string().contains("forked"), "{error}");
+        // The first writer's signed bundle is untouched.
+        let loaded = PartitionLog::load(&store, "t", 0, PartitionLog::origin("test", "t", 0))
+            .await
+            .unwrap();
+        assert_eq!(loaded.tree, first.tree);
     }
 }
