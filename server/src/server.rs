@@ -115,6 +115,8 @@ pub async fn build_state(
     let tiering = Tiering::open(config.tiering_settings(), &data_dir, Arc::clone(&clock))
         .await
         .map_err(|error| StartError::Tiering(error.to_string()))?;
+    // Before the restore, which must not bring back a topic whose deletion a crash cut short.
+    tiering.resume_deletions(&catalog).await;
     let restored = tiering
         .restore(&catalog)
         .await

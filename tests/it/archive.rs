@@ -407,6 +407,50 @@ async fn retention_and_topic_deletion_are_logged_and_verify() {
     }
 }
 
+/// A server killed right after deleting a tiered topic finishes removing its objects at the
+/// next start: the topic stays deleted, and one of the same name created then starts empty.
+/// (A crash in that window used to forget the removal; the new topic then adopted the old
+/// manifest and served the old records at its offsets.)
+#[tokio::test]
+async fn a_topic_deleted_right_before_a_kill_9_stays_deleted_and_its_successor_starts_empty() {
+    let store = TestStore::local();
+    let (mut server, _) = filled_archive(&store, json!({})).await;
+    let api = Api::new(&server);
+    let response = api
+        .client
+        .delete(api.url("/v1/topics/audit"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+    server.kill_9();
+    server.restart();
+    let api = Api::new(&server);
+    assert_eq!(api.get("/v1/topics/audit").await.status(), 404);
+    api.create_topic_with("audit", 2, json!({"remote_storage_enable": true}))
+        .await;
+    for partition in 0..2 {
+        let offsets = api.offsets("audit", partition).await;
+        assert_eq!(
+            (offsets["earliest"].as_u64(), offsets["latest"].as_u64()),
+            (Some(0), Some(0)),
+            "{offsets}"
+        );
+    }
+    let body = json!({"records": [{"value": "new", "partition": 0}]});
+    api.produce("audit", &body).await;
+    let values = api.fetch_values("audit", 0, 0).await;
+    assert_eq!(values, [json!("new")]);
+    let objects = store.open().scoped();
+    for partition in 0..2 {
+        let segments = object_store::path::Path::from(format!("topics/audit/{partition}/segments"));
+        let left = strata_tiering::store::list_sorted(objects.as_ref(), Some(&segments))
+            .await
+            .unwrap();
+        assert!(left.is_empty(), "old segments left: {left:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_archive_on_s3_verifies_from_the_command_line() {
     let s3 = strata_tiering::testing::s3_test_server();

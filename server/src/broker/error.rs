@@ -219,6 +219,9 @@ pub enum TopicError {
     /// A deleted topic's committed offsets could not be deleted before its name was reused.
     #[error(transparent)]
     Offsets(#[from] OffsetStoreError),
+    /// A deleted topic of this name still has objects in tiered storage.
+    #[error("a deleted topic named '{0}' is still being removed from tiered storage; retry later")]
+    StillDeleting(String),
 }
 
 /// Why issuing a producer identity failed.

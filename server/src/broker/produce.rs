@@ -138,13 +138,7 @@ impl Broker {
         let mut slots = Vec::with_capacity(groups.len());
         for (partition, records) in groups {
             let options = batch_options(&config, request.producer.as_ref(), partition)?;
-            // Each record's index in the request and its timestamp, for the answer.
-            let (indexes, new): (Vec<(usize, i64)>, Vec<NewRecord>) = records
-                .into_iter()
-                .map(|(index, record)| ((index, record.timestamp), record))
-                .unzip();
-            let batch = RecordBatch::encode(&options, &new)
-                .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
+            let (indexes, batch) = encode_partition(&options, records)?;
             let batch_bytes = batch.len() as u64;
             let log = local_partition(topic, partition)?;
             // Every partition's batch is checked before any is appended: one over the topic's
@@ -479,6 +473,21 @@ fn check_request_shape(
         )));
     }
     Ok(())
+}
+
+/// One partition's records as a batch, with each record's index in the request and its
+/// timestamp, for the answer.
+fn encode_partition(
+    options: &BatchOptions,
+    records: Vec<(usize, NewRecord)>,
+) -> Result<(Vec<(usize, i64)>, RecordBatch), ProduceError> {
+    let (indexes, new): (Vec<(usize, i64)>, Vec<NewRecord>) = records
+        .into_iter()
+        .map(|(index, record)| ((index, record.timestamp), record))
+        .unzip();
+    let batch = RecordBatch::encode(options, &new)
+        .map_err(|e| ProduceError::Invalid(format!("cannot encode records: {e}")))?;
+    Ok((indexes, batch))
 }
 
 async fn append_one(

@@ -14,6 +14,10 @@ use crate::names::TopicName;
 use crate::security::{Caller, Operation, Resource};
 use crate::topics::catalog::{CatalogError, Topic};
 
+/// How long a create waits for a deleted topic of the same name to leave tiered storage
+/// before it answers `storage_unavailable`.
+const DELETION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where a segment's records are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentPlace {
@@ -85,8 +89,15 @@ impl Broker {
         self.authorize(caller, Operation::Create, Resource::topic(name))?;
         let name = TopicName::parse(name).map_err(CatalogError::from)?;
         self.refuse_lock_without_worm(configs)?;
-        // A deleted topic of this name may still be leaving the bucket.
-        self.tiering.deletion_finished(name.as_str()).await;
+        // A deleted topic of this name may still be leaving the bucket: its manifest would
+        // become the new topic's.
+        if !self
+            .tiering
+            .deletion_finished(name.as_str(), DELETION_WAIT)
+            .await
+        {
+            return Err(TopicError::StillDeleting(name.as_str().to_string()));
+        }
         // Offsets left by a deleted topic of this name (its delete could not tombstone them):
         // they would make groups skip the new topic's first records.
         self.offsets
@@ -130,9 +141,15 @@ impl Broker {
     /// Not allowed, unknown or internal topic, storage failures.
     pub async fn delete_topic(&self, caller: &Caller, name: &str) -> Result<(), TopicError> {
         self.authorize(caller, Operation::Delete, Resource::topic(name))?;
-        self.catalog.delete(name).await?;
-        // The bucket may hold the topic even if tiering is off now: never let a restore
-        // revive it.
+        // Recorded before the topic goes, so a crash cannot forget its objects in the bucket
+        // (the bucket may hold the topic even if tiering is off now).
+        let marked = self.tiering.begin_deletion(name)?;
+        if let Err(error) = self.catalog.delete(name).await {
+            if marked {
+                self.tiering.abandon_deletion(name);
+            }
+            return Err(error.into());
+        }
         self.tiering.delete_topic(name).await;
         self.coordinator.forget_topic(name);
         // Groups' offsets go with the topic, as in Kafka. Should this fail, creating a topic

@@ -392,6 +392,9 @@ impl From<TopicError> for ApiError {
             }
             TopicError::Remote(remote) => remote.into(),
             TopicError::Offsets(offsets) => offsets.into(),
+            TopicError::StillDeleting(_) => {
+                ApiError::new(ErrorCode::StorageUnavailable, error.to_string())
+            }
         }
     }
 }

@@ -233,7 +233,8 @@ impl Tiering {
 
     /// Records that a deleted topic's offsets are gone in the log of every partition the
     /// bucket holds (loaded here or not), before its objects are deleted; returns the
-    /// partitions whose deletion is logged. The logs themselves stay in the bucket.
+    /// partitions whose deletion is logged (or that have no manifest, so nothing to log). The
+    /// logs themselves stay in the bucket.
     pub(crate) async fn record_topic_deletion(
         &self,
         topic: &str,
@@ -257,7 +258,12 @@ impl Tiering {
                 Some(remote) => std::sync::Arc::clone(remote),
                 None => match manifest::load_latest(self.objects.as_ref(), topic, number).await {
                     Ok(Some(found)) => std::sync::Arc::new(RemotePartition::new(found)),
-                    Ok(None) => continue,
+                    // No manifest: nothing the log lacks. Manifests are deleted only after the
+                    // deletion is logged, so a repeated removal finds the log already marked.
+                    Ok(None) => {
+                        logged.push(number);
+                        continue;
+                    }
                     Err(error) => {
                         tracing::warn!(topic, partition = number, %error, "could not load the manifest of a deleted topic's partition");
                         continue;

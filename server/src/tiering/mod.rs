@@ -12,12 +12,14 @@ pub mod archive;
 pub mod cold;
 pub mod group_offsets;
 mod legal_hold;
+pub mod pending_deletions;
 pub mod remote_log;
 pub mod restore;
 mod retention;
 mod signed_snapshot;
 pub mod stats;
 pub mod sync;
+mod topic_removal;
 mod upload;
 
 use std::collections::HashMap;
@@ -206,6 +208,8 @@ pub struct Tiering {
     /// created only once they are gone, or the removal could take its new objects too.
     /// Each turns true when its removal ended.
     deletions: Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>,
+    /// The same removals on disk, so a crash does not forget them (see `topic_removal.rs`).
+    pending: pending_deletions::PendingDeletions,
     /// The text of each signed snapshot this process last wrote (see `signed_snapshot.rs`); a
     /// sweep signs and writes one only when it changed.
     published_snapshots: signed_snapshot::Published,
@@ -258,7 +262,14 @@ impl Tiering {
             std::path::PathBuf::from(&settings.signing_key_file)
         };
         let signer = archive::load_or_create_signer(&key_file)?;
-        Self::with_store(store, settings, signer, clock).await
+        let deleting = data_dir.join("deleting");
+        let pending = pending_deletions::PendingDeletions::open(deleting.clone()).map_err(|e| {
+            TieringError::Local {
+                path: deleting.display().to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        Self::with_store(store, settings, signer, clock, pending).await
     }
 
     /// [`Tiering::open`] for a store already opened (tests wrap it in a fault injector).
@@ -270,6 +281,7 @@ impl Tiering {
         settings: TieringSettings,
         signer: strata_tiering::tlog::note::NoteSigner,
         clock: Arc<dyn Clock>,
+        pending: pending_deletions::PendingDeletions,
     ) -> Result<Arc<Tiering>, TieringError> {
         let objects = store.scoped();
         strata_tiering::probe::probe_conditional_writes(objects.as_ref()).await?;
@@ -313,6 +325,7 @@ impl Tiering {
             partitions: Mutex::new(HashMap::new()),
             published_topics: Mutex::new(HashMap::new()),
             deletions: Mutex::new(HashMap::new()),
+            pending,
             published_snapshots: signed_snapshot::Published::default(),
             signer,
             stats: stats::TieringStats::default(),
@@ -408,79 +421,6 @@ impl Tiering {
         }
         stats::TieringStats::add(&self.stats.remote_deletes, 1);
         Ok(())
-    }
-
-    /// Forgets a deleted topic and removes its objects: `topic.json` first, so a restore can
-    /// never bring the topic back, then, per partition, a deletion entry in its transparency
-    /// log and everything but the log itself, in the background. A partition whose deletion
-    /// could not be logged keeps its objects (deleting them would be a silent deletion).
-    pub async fn delete_topic(self: &Arc<Self>, topic: &str) {
-        let partitions: Vec<Arc<RemotePartition>> = {
-            let mut map = self.partitions.lock();
-            let removed = map
-                .iter()
-                .filter(|((t, _), _)| t == topic)
-                .map(|(_, remote)| Arc::clone(remote))
-                .collect();
-            map.retain(|(t, _), _| t != topic);
-            removed
-        };
-        self.published_topics.lock().remove(topic);
-        let key = strata_tiering::layout::topic_file(topic);
-        if let Err(error) = self.delete_object(&key).await {
-            tracing::warn!(topic, %error, "could not delete the topic's metadata object");
-        }
-        let this = Arc::clone(self);
-        let (ended, removal) = tokio::sync::watch::channel(false);
-        {
-            let mut deletions = self.deletions.lock();
-            deletions.retain(|_, removal| !*removal.borrow());
-            deletions.insert(topic.to_string(), removal);
-        }
-        let topic = topic.to_string();
-        tokio::spawn(async move {
-            // Dropped at the end, however the removal ends: waiting creators go on.
-            let _ended = EndsRemoval(ended);
-            let logged = this.record_topic_deletion(&topic, partitions).await;
-            let root = strata_tiering::layout::topic_root(&topic);
-            match strata_tiering::store::list_sorted(this.objects.as_ref(), Some(&root)).await {
-                Ok(objects) => {
-                    for object in objects {
-                        let mut parts = object.location.parts().skip(2);
-                        let partition = parts.next().and_then(|p| p.as_ref().parse::<u32>().ok());
-                        let in_log = parts.next().is_some_and(|p| p.as_ref() == "tlog");
-                        if in_log || partition.is_some_and(|p| !logged.contains(&p)) {
-                            continue;
-                        }
-                        if let Err(error) = this.delete_object(&object.location).await {
-                            tracing::warn!(key = %object.location, %error, "could not delete a deleted topic's object");
-                        }
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(topic, %error, "could not list a deleted topic's objects")
-                }
-            }
-        });
-    }
-
-    /// Waits until the objects of a deleted topic named `topic` are removed (at once when no
-    /// deletion of that name is under way).
-    pub async fn deletion_finished(&self, topic: &str) {
-        let removal = self.deletions.lock().get(topic).cloned();
-        if let Some(mut removal) = removal {
-            // An error means the removal task is gone: nothing is left to wait for.
-            let _ = removal.wait_for(|ended| *ended).await;
-        }
-    }
-}
-
-/// Marks a topic's object removal as ended when dropped.
-struct EndsRemoval(tokio::sync::watch::Sender<bool>);
-
-impl Drop for EndsRemoval {
-    fn drop(&mut self) {
-        self.0.send_replace(true);
     }
 }
 

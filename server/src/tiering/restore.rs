@@ -41,7 +41,8 @@ impl Tiering {
             let Some(name) = prefix.filename().map(str::to_string) else {
                 continue;
             };
-            if catalog.get(&name).is_some() {
+            // A topic whose deletion is still removing its objects is no topic to restore.
+            if catalog.get(&name).is_some() || self.deletion_pending(&name) {
                 continue;
             }
             let key = layout::topic_file(&name);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use strata_tiering::faults::{FaultKind, Faults, FaultyObjectStore, Operation};
 use strata_tiering::store::{StoreSettings, TierStore};
 
+use super::pending_deletions::PendingDeletions;
 use super::remote_log::TieredSegments;
 use super::{Tiering, TieringSettings};
 use crate::broker::reader::PartitionReader as TieredLog;
@@ -69,7 +70,8 @@ async fn fixture_with_partitions(partitions: u32) -> Fixture {
         signing_key_file: String::new(),
     };
     let signer = NoteSigner::from_seed("strata-test", [5; 32]).unwrap();
-    let tiering = Tiering::with_store(store, settings, signer, clock.clone())
+    let pending = PendingDeletions::open(dir.path().join("deleting")).unwrap();
+    let tiering = Tiering::with_store(store, settings, signer, clock.clone(), pending)
         .await
         .unwrap();
     let configs: BTreeMap<String, Value> = [
@@ -413,26 +415,136 @@ async fn a_name_is_free_again_only_once_its_deleted_topics_objects_are_gone() {
     fixture
         .faults
         .set_latency(&[Operation::List], std::time::Duration::from_millis(500));
+    assert!(fixture.tiering.begin_deletion("t").unwrap());
     fixture.tiering.delete_topic("t").await;
     let soon = std::time::Duration::from_millis(50);
     assert!(
-        tokio::time::timeout(soon, fixture.tiering.deletion_finished("other"))
-            .await
-            .is_ok(),
+        fixture.tiering.deletion_finished("other", soon).await,
         "a name without a deletion is free at once"
     );
     assert!(
-        tokio::time::timeout(soon, fixture.tiering.deletion_finished("t"))
-            .await
-            .is_err(),
+        !fixture.tiering.deletion_finished("t", soon).await,
         "the removal is still listing"
     );
     let ended = std::time::Duration::from_secs(10);
     assert!(
-        tokio::time::timeout(ended, fixture.tiering.deletion_finished("t"))
-            .await
-            .is_ok(),
+        fixture.tiering.deletion_finished("t", ended).await,
         "the wait ends with the removal"
     );
     assert!(fixture.faults.calls(Operation::List) >= 1);
+}
+
+/// The tiering layer of a restarted server: the same bucket and data directory, no faults.
+async fn restarted(fixture: &Fixture) -> Arc<Tiering> {
+    let store = TierStore::open(&StoreSettings {
+        url: fixture._dir.path().join("bucket").display().to_string(),
+        ..StoreSettings::default()
+    })
+    .unwrap();
+    let settings = fixture.tiering.settings.clone();
+    let signer = NoteSigner::from_seed("strata-test", [5; 32]).unwrap();
+    let pending = PendingDeletions::open(fixture._dir.path().join("deleting")).unwrap();
+    Tiering::with_store(store, settings, signer, fixture.clock.clone(), pending)
+        .await
+        .unwrap()
+}
+
+/// A removal cut short (the store down, then the process gone) used to be forgotten: the
+/// objects stayed, a restore brought the deleted topic back from its `topic.json`, and a new
+/// topic of the same name adopted the old manifest. Now the record of it survives the
+/// restart, the restore skips the topic, the removal resumes, and only once the objects are
+/// gone is the name free again, for a topic that starts empty.
+#[tokio::test]
+async fn a_removal_cut_short_resumes_at_the_next_start() {
+    let fixture = fixture().await;
+    append(&fixture, 40).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    assert!(
+        fixture
+            .tiering
+            .remote("t", 0, 0)
+            .await
+            .unwrap()
+            .manifest()
+            .next_offset()
+            > 0
+    );
+    // The delete as the broker does it, with every store call failing.
+    assert!(fixture.tiering.begin_deletion("t").unwrap());
+    fixture.catalog.delete("t").await.unwrap();
+    fixture.faults.set_down(true);
+    fixture.tiering.delete_topic("t").await;
+    let soon = std::time::Duration::from_millis(300);
+    assert!(!fixture.tiering.deletion_finished("t", soon).await);
+
+    let tiering = restarted(&fixture).await;
+    assert!(tiering.deletion_pending("t"), "the record survives");
+    let report = tiering.restore(&fixture.catalog).await.unwrap();
+    assert!(report.topics.is_empty(), "restored {:?}", report.topics);
+    assert!(fixture.catalog.get("t").is_none());
+    tiering.resume_deletions(&fixture.catalog).await;
+    let ended = std::time::Duration::from_secs(10);
+    assert!(tiering.deletion_finished("t", ended).await);
+    let left = strata_tiering::store::list_sorted(
+        tiering.objects().as_ref(),
+        Some(&strata_tiering::layout::topic_root("t")),
+    )
+    .await
+    .unwrap();
+    let kept: Vec<String> = left.iter().map(|o| o.location.to_string()).collect();
+    assert!(!kept.is_empty(), "the transparency log stays");
+    assert!(kept.iter().all(|key| key.contains("/tlog/")), "{kept:?}");
+    assert!(
+        PendingDeletions::open(fixture._dir.path().join("deleting"))
+            .unwrap()
+            .names()
+            .is_empty(),
+        "the record goes with the objects"
+    );
+
+    let configs: BTreeMap<String, Value> =
+        [("remote_storage_enable".to_string(), Value::from(true))].into();
+    fixture
+        .catalog
+        .create(&TopicName::parse("t").unwrap(), 1, &configs)
+        .await
+        .unwrap();
+    let remote = tiering.remote("t", 0, 0).await.unwrap();
+    assert_eq!(
+        remote.manifest().next_offset(),
+        0,
+        "a new topic starts empty"
+    );
+    assert!(remote.manifest().segments.is_empty());
+}
+
+/// A record left by a delete that crashed before the topic left the catalog is of a delete
+/// that never happened: the next start forgets it and removes nothing.
+#[tokio::test]
+async fn a_record_of_a_delete_that_never_happened_removes_nothing() {
+    let fixture = fixture().await;
+    append(&fixture, 40).await;
+    fixture.tiering.sweep(&fixture.catalog, true).await;
+    let next = fixture
+        .tiering
+        .remote("t", 0, 0)
+        .await
+        .unwrap()
+        .manifest()
+        .next_offset();
+    assert!(fixture.tiering.begin_deletion("t").unwrap());
+
+    let tiering = restarted(&fixture).await;
+    tiering.resume_deletions(&fixture.catalog).await;
+    assert!(!tiering.deletion_pending("t"));
+    assert_eq!(
+        tiering
+            .remote("t", 0, 0)
+            .await
+            .unwrap()
+            .manifest()
+            .next_offset(),
+        next
+    );
+    manifest_objects_exist(&fixture).await;
 }
