@@ -432,6 +432,30 @@ async fn fetch_limits_records_by_max_records_and_max_bytes() {
         ))
         .await;
     assert_eq!(two["records"].as_array().unwrap().len(), 2);
+    // One byte short of two batches: one record, in JSON and NDJSON alike (the second read
+    // used to add a whole batch past the budget).
+    let short = format!(
+        "/v1/topics/lim/partitions/0/records?offset=0&max_bytes={}",
+        len0 + len1 - 1
+    );
+    let json_answer = api.get_json(&short).await;
+    assert_eq!(
+        json_answer["records"].as_array().unwrap().len(),
+        1,
+        "{json_answer}"
+    );
+    let ndjson = api
+        .client
+        .get(api.url(&short))
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines = ndjson.lines().filter(|l| l.contains("\"offset\"")).count();
+    assert_eq!(lines, 1, "{ndjson}");
 }
 
 #[tokio::test]

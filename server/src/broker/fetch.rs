@@ -406,7 +406,9 @@ pub async fn read_records(
             }
         };
         offsets = slice.offsets;
-        if slice.data.is_empty() {
+        // A read answers at least one batch, however large; only the first may pass the
+        // budget ("at least one batch"), as in the raw format.
+        if slice.data.is_empty() || (!records.is_empty() && slice.data.len() as u64 > bytes_left) {
             break;
         }
         bytes_left = bytes_left.saturating_sub(slice.data.len() as u64);
