@@ -247,14 +247,16 @@ pub enum ResetTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LagBasis {
-    /// The committed offset (or the log start, when retention deleted the committed offset).
+    /// The committed offset.
     Committed,
-    /// No commit: a member starts at the log start (`auto_offset_reset: earliest`).
+    /// No commit, or one below the log start (its records were deleted): a member starts at
+    /// the log start (`auto_offset_reset: earliest`, also when no member says).
     Earliest,
-    /// No commit: a member starts at the high watermark (`auto_offset_reset: latest`).
+    /// No commit, or one below the log start: a member starts at the high watermark
+    /// (`auto_offset_reset: latest`).
     Latest,
-    /// No commit and `auto_offset_reset: none`: a member's fetch fails until offsets are
-    /// committed or reset; counted from the log start.
+    /// No usable commit and `auto_offset_reset: none`: a member's fetch fails until offsets
+    /// are committed or reset; counted from the log start.
     None,
 }
 

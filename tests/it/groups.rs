@@ -1161,6 +1161,47 @@ async fn lag_counts_records_and_the_age_of_the_record_at_the_committed_offset_an
     server.stop().await;
 }
 
+/// A commit below the log start (records deleted since) no longer counts: the lag follows the
+/// members' reset policy, where they really start. It counted from the log start, so a group
+/// whose members reset to `latest` showed records due that they never read.
+#[tokio::test]
+async fn lag_of_a_commit_below_the_log_start_follows_the_reset_policy() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("trimmed", 1).await;
+    produce_n(&api, "trimmed", 0, 10).await;
+    commit(&api, "late", None, &[("trimmed", 0, 2)]).await;
+    let deleted = api
+        .post(
+            "/v1/topics/trimmed/partitions/0/delete-records",
+            &json!({"offset": 5}),
+        )
+        .await;
+    assert_eq!(deleted.status(), 200);
+    let (member, _) = join(
+        &api,
+        "late",
+        json!({"topics": ["trimmed"], "auto_offset_reset": "latest"}),
+    )
+    .await;
+    let lag = api.get_json("/v1/groups/late/lag").await;
+    let partition = &lag["partitions"][0];
+    assert_eq!(partition["committed_offset"], 2, "{lag}");
+    assert_eq!(partition["basis"], "latest", "{lag}");
+    assert_eq!(partition["start_offset"], 10, "{lag}");
+    assert_eq!(partition["lag_records"], 0, "{lag}");
+    let fetched = api
+        .get_json(&format!(
+            "/v1/groups/late/members/{}/records?generation={}",
+            member.id, member.generation
+        ))
+        .await;
+    assert_eq!(
+        fetched["positions"][0]["next_offset"], 10,
+        "the member starts there: {fetched}"
+    );
+}
+
 #[tokio::test]
 async fn offsets_reset_is_refused_while_members_are_live_unless_forced_and_moves_to_every_target() {
     let server = Server::start_default();

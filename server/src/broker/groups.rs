@@ -108,11 +108,12 @@ pub struct PartitionLagView {
 pub enum LagBasis {
     /// The committed offset.
     Committed,
-    /// No commit; the log start (`auto_offset_reset = earliest`, or no subscription).
+    /// No commit (or one below the log start); the log start (`auto_offset_reset = earliest`,
+    /// or no subscription).
     Earliest,
-    /// No commit; the high watermark (`auto_offset_reset = latest`).
+    /// No commit (or one below the log start); the high watermark (`latest`).
     Latest,
-    /// No commit and `auto_offset_reset = none`: counted from the log start.
+    /// No usable commit and `auto_offset_reset = none`: counted from the log start.
     None,
 }
 
@@ -661,11 +662,16 @@ impl Broker {
                 .map_err(super::error::FetchError::from)?;
             let offsets = reader.offsets();
             let commit = committed.get(&(topic.clone(), partition)).map(|c| c.offset);
+            // A commit below the log start is gone: members reset by the policy, as without
+            // a commit (counting from the log start said records were due that a member
+            // resetting to `latest` never reads).
             let (basis, start) = match (commit, subscriptions.get(&topic).copied()) {
-                (Some(offset), _) => (LagBasis::Committed, offset.max(offsets.log_start_offset)),
-                (None, Some(AutoOffsetReset::Latest)) => (LagBasis::Latest, offsets.high_watermark),
-                (None, Some(AutoOffsetReset::None)) => (LagBasis::None, offsets.log_start_offset),
-                (None, Some(AutoOffsetReset::Earliest) | None) => {
+                (Some(offset), _) if offset >= offsets.log_start_offset => {
+                    (LagBasis::Committed, offset)
+                }
+                (_, Some(AutoOffsetReset::Latest)) => (LagBasis::Latest, offsets.high_watermark),
+                (_, Some(AutoOffsetReset::None)) => (LagBasis::None, offsets.log_start_offset),
+                (_, Some(AutoOffsetReset::Earliest) | None) => {
                     (LagBasis::Earliest, offsets.log_start_offset)
                 }
             };
