@@ -159,8 +159,10 @@ pub struct OffsetCommit {
     pub partition: u32,
     /// The next offset to read (commit 42 = "processed everything up to 41").
     pub offset: u64,
-    /// Free text stored with the offset.
+    /// Free text stored with the offset, at most 4096 characters (as Kafka's
+    /// `offset.metadata.max.bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 4096)]
     pub metadata: Option<String>,
 }
 

@@ -288,7 +288,7 @@ pub struct ConfigArgs {
     /// Longest wait in ms before read-audit entries are uploaded.
     #[arg(long, env = "STRATA_AUDIT_UPLOAD_IDLE_MS")]
     pub audit_upload_idle_ms: Option<u64>,
-    /// Authentication: none or api_key.
+    /// Authentication: none, api_key or mtls.
     #[arg(long, env = "STRATA_AUTH_MODE")]
     pub auth_mode: Option<AuthMode>,
     /// API key file (default `<data_dir>/auth/keys.json`).

@@ -36,6 +36,10 @@ pub const RETENTION_CHECK_INTERVAL_MS: u64 = 300_000;
 pub const FETCH_DEFAULT_MAX_RECORDS: u32 = 1000;
 /// Most records one produce request may carry.
 pub const MAX_RECORDS_PER_REQUEST: usize = 10_000;
+/// Characters of metadata kept with one committed offset (as Kafka's
+/// `offset.metadata.max.bytes`): more could make one commit outgrow `__consumer_offsets`' batch
+/// limit, which answered with advice about produce.
+pub const MAX_COMMIT_METADATA_BYTES: usize = 4096;
 
 const _: () = assert!(FETCH_DEFAULT_MAX_BYTES <= FETCH_MAX_BYTES);
 const _: () = assert!(FETCH_MAX_BYTES <= FETCH_MAX_BYTES_LIMIT);

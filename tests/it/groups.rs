@@ -1161,6 +1161,86 @@ async fn lag_counts_records_and_the_age_of_the_record_at_the_committed_offset_an
     server.stop().await;
 }
 
+/// A join with another strategy than the group's is refused with the names a client sends
+/// (it said "uses the Range strategy", a name no request can carry).
+#[tokio::test]
+async fn a_join_with_another_strategy_names_both_as_the_api_does() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("strat", 2).await;
+    join(
+        &api,
+        "s",
+        json!({"topics": ["strat"], "assignment_strategy": "range"}),
+    )
+    .await;
+    let refused = expect_error(
+        api.post(
+            "/v1/groups/s/members",
+            &json!({"topics": ["strat"], "assignment_strategy": "round_robin"}),
+        )
+        .await,
+        409,
+        "conflict",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"range\"") && message.contains("\"round_robin\""),
+        "{message}"
+    );
+}
+
+/// Commit metadata has Kafka's limit, checked before anything is stored (2 MB of it used to
+/// fail deep in `__consumer_offsets` with advice about produce), and a request naming one
+/// partition twice is refused instead of the last offset silently winning.
+#[tokio::test]
+async fn commits_with_oversized_metadata_or_a_repeated_partition_are_refused() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("meta", 1).await;
+    produce_n(&api, "meta", 0, 5).await;
+    let body = |metadata: String| json!({"offsets": [{"topic": "meta", "partition": 0, "offset": 3, "metadata": metadata}]});
+    let refused = expect_error(
+        api.post("/v1/groups/m/offsets", &body("é".repeat(4097)))
+            .await,
+        422,
+        "invalid",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("metadata") && message.contains("4096"),
+        "{message}"
+    );
+    ok_json(
+        api.post("/v1/groups/m/offsets", &body("é".repeat(4096)))
+            .await,
+    )
+    .await;
+    let twice = json!({"offsets": [
+        {"topic": "meta", "partition": 0, "offset": 4},
+        {"topic": "meta", "partition": 0, "offset": 1},
+    ]});
+    let refused = expect_error(
+        api.post("/v1/groups/m/offsets", &twice).await,
+        422,
+        "invalid",
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("repeats"),
+        "{refused}"
+    );
+    assert_eq!(
+        committed(&api, "m").await.get(&("meta".to_string(), 0)),
+        Some(&3)
+    );
+}
+
 /// A commit below the log start (records deleted since) no longer counts: the lag follows the
 /// members' reset policy, where they really start. It counted from the log start, so a group
 /// whose members reset to `latest` showed records due that they never read.

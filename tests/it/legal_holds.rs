@@ -190,6 +190,31 @@ async fn bad_holds_get_clear_errors_and_change_nothing() {
         )
         .await;
     expect_error(internal, 409, "internal_topic").await;
+    // Records deleted already cannot be held: a 201 would tell an investigation they are kept.
+    let records: Vec<Value> = (0..5).map(|i| json!({"value": i})).collect();
+    api.produce("held", &json!({"records": records})).await;
+    let deleted = api
+        .post(
+            "/v1/topics/held/partitions/0/delete-records",
+            &json!({"offset": 3}),
+        )
+        .await;
+    assert_eq!(deleted.status(), 200);
+    for start in [0, 2] {
+        let gone = expect_error(
+            place(json!({"reason": "r", "partition": 0, "start_offset": start, "end_offset": 4}))
+                .await,
+            416,
+            "offset_out_of_range",
+        )
+        .await;
+        assert_eq!(gone["error"]["earliest_offset"], 3, "{gone}");
+        let message = gone["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("already deleted") && message.contains("from 3"),
+            "{message}"
+        );
+    }
     let listed = api.get_json("/v1/topics/held/legal-holds").await;
     assert_eq!(listed, json!({"holds": []}));
     let described = api.get_json("/v1/topics/held").await;

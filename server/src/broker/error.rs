@@ -219,6 +219,23 @@ pub enum TopicError {
     /// A deleted topic's committed offsets could not be deleted before its name was reused.
     #[error(transparent)]
     Offsets(#[from] OffsetStoreError),
+    /// A legal hold from an offset whose records are already deleted.
+    #[error(
+        "partition {partition} starts at offset {log_start}: the records from \
+         {start_offset} to {} are already deleted and no hold can keep them; hold from \
+         {log_start} on",
+        log_start.saturating_sub(1)
+    )]
+    HoldOnDeleted {
+        /// The partition.
+        partition: u32,
+        /// The hold's first offset.
+        start_offset: u64,
+        /// The partition's first stored offset (in the bucket too).
+        log_start: u64,
+        /// The partition's high watermark.
+        high_watermark: u64,
+    },
     /// A deleted topic of this name still has objects in tiered storage.
     #[error("a deleted topic named '{0}' is still being removed from tiered storage; retry later")]
     StillDeleting(String),

@@ -437,6 +437,7 @@ impl Broker {
         if request.commits.is_empty() {
             return Err(GroupOpError::Invalid("offsets must not be empty".into()));
         }
+        check_commit_shape(&request.commits)?;
         let mut ends = Vec::new();
         for commit in &request.commits {
             let topic = self.writable_topic_for(caller, Operation::Read, &commit.topic)?;
@@ -738,4 +739,28 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// What a commit request must be before anything is looked up: metadata within Kafka's limit,
+/// and each partition once (which of two offsets for one partition was meant is not ours to
+/// guess).
+fn check_commit_shape(commits: &[Commit]) -> Result<(), GroupOpError> {
+    let limit = crate::limits::MAX_COMMIT_METADATA_BYTES;
+    let mut seen = BTreeSet::new();
+    for (index, commit) in commits.iter().enumerate() {
+        let length = commit.metadata.chars().count();
+        if length > limit {
+            return Err(GroupOpError::Invalid(format!(
+                "offsets[{index}].metadata has {length} characters; at most {limit} are kept \
+                 (as Kafka's offset.metadata.max.bytes)"
+            )));
+        }
+        if !seen.insert((commit.topic.as_str(), commit.partition)) {
+            return Err(GroupOpError::Invalid(format!(
+                "offsets[{index}] repeats topic '{}' partition {}: list each partition once",
+                commit.topic, commit.partition
+            )));
+        }
+    }
+    Ok(())
 }

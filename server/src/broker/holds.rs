@@ -30,8 +30,29 @@ impl Broker {
         reason: &str,
     ) -> Result<LegalHold, TopicError> {
         let found = self.topic_for(caller, Operation::Alter, topic)?;
-        if let HoldRange::Offsets { partition, .. } = range {
-            local_partition(&found, partition)?;
+        if let HoldRange::Offsets {
+            partition,
+            start_offset,
+            ..
+        } = range
+        {
+            let high_watermark = local_partition(&found, partition)?.offsets().high_watermark;
+            // Records already deleted cannot be kept: a hold that claimed them would tell an
+            // investigation they are preserved.
+            let log_start = self
+                .log_starts(&found)
+                .await
+                .get(partition as usize)
+                .copied()
+                .unwrap_or(0);
+            if start_offset < log_start {
+                return Err(TopicError::HoldOnDeleted {
+                    partition,
+                    start_offset,
+                    log_start,
+                    high_watermark,
+                });
+            }
         }
         let by = Some(caller.principal().to_string());
         Ok(self.catalog.place_hold(topic, range, reason, by).await?)

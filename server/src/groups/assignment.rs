@@ -26,6 +26,17 @@ pub enum AssignmentStrategy {
     Sticky,
 }
 
+impl AssignmentStrategy {
+    /// The name on the wire (`assignment_strategy`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssignmentStrategy::Range => "range",
+            AssignmentStrategy::RoundRobin => "round_robin",
+            AssignmentStrategy::Sticky => "sticky",
+        }
+    }
+}
+
 /// One member's input to an assignment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscriber {
@@ -190,11 +201,11 @@ fn narrowing_move(
     for to in &receivers {
         for from in givers.iter().take_while(|from| load(from) > load(to) + 1) {
             let owned = result.get(&from.member_id)?;
-            let movable = owned.iter().filter(|tp| to.topics.contains(&tp.0));
+            let mut movable = owned.iter().filter(|tp| to.topics.contains(&tp.0));
             let pick = movable
                 .clone()
                 .find(|tp| to.previous.contains(tp))
-                .or_else(|| movable.last());
+                .or_else(|| movable.next_back());
             if let Some(tp) = pick {
                 return Some((from.member_id.clone(), to.member_id.clone(), tp.clone()));
             }

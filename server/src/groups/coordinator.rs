@@ -129,12 +129,19 @@ pub enum GroupError {
     #[error("group {0} has live members: commits must carry member_id and generation")]
     GroupHasMembers(String),
     /// A join with a strategy other than the group's.
-    #[error("group {group} uses the {current:?} strategy")]
+    #[error(
+        "group {group} uses assignment_strategy \"{}\", not \"{}\": join with the \
+         group's strategy (or without one); a group takes another only once every member left",
+        current.as_str(),
+        requested.as_str()
+    )]
     InconsistentStrategy {
         /// Group id.
         group: String,
         /// The group's strategy.
         current: AssignmentStrategy,
+        /// The strategy the join asked for.
+        requested: AssignmentStrategy,
     },
     /// A setting outside its bounds.
     #[error("{0}")]
@@ -315,6 +322,7 @@ impl Coordinator {
             return Err(GroupError::InconsistentStrategy {
                 group: group_id.into(),
                 current: group.strategy,
+                requested: strategy,
             });
         }
         if group.members.is_empty() {

@@ -392,6 +392,12 @@ impl From<TopicError> for ApiError {
             }
             TopicError::Remote(remote) => remote.into(),
             TopicError::Offsets(offsets) => offsets.into(),
+            TopicError::HoldOnDeleted {
+                log_start,
+                high_watermark,
+                ..
+            } => ApiError::new(ErrorCode::OffsetOutOfRange, error.to_string())
+                .with(|b| b.with_offset_range(log_start, high_watermark)),
             TopicError::StillDeleting(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, error.to_string())
             }

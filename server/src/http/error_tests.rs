@@ -352,6 +352,7 @@ fn membership_errors_map_to_their_codes() {
             GroupError::InconsistentStrategy {
                 group: group(),
                 current: crate::groups::assignment::AssignmentStrategy::Range,
+                requested: crate::groups::assignment::AssignmentStrategy::Sticky,
             }
             .into(),
             ErrorCode::Conflict,

@@ -439,6 +439,7 @@ fn member_stream(
         (status = 409, description = "Fenced: unknown member, stale generation, or partition not owned; or an internal topic", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 416, description = "An offset past the partition's high watermark (`offset_out_of_range`)", body = ErrorBody),
         (status = 422, description = "Invalid request", body = ErrorBody),
     ))]
 pub async fn commit(

@@ -31,6 +31,7 @@ use crate::topics::holds::{self, HoldRange};
         (status = 409, description = "Internal topics cannot be held (`internal_topic`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 416, description = "The range starts below the partition's first stored offset: those records are already deleted (`offset_out_of_range`; `earliest_offset` says where to start)", body = ErrorBody),
         (status = 422, description = "Neither or both kinds of range, a range that ends before it starts, or a bad reason (`invalid`)", body = ErrorBody),
         (status = 503, description = "Storage unavailable; retry", body = ErrorBody),
     ))]

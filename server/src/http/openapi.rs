@@ -117,7 +117,9 @@ pub fn document() -> serde_json::Value {
 }
 
 /// Bearer API keys: the scheme, a requirement that is optional (`{}`) because a server with
-/// `auth_mode = none` needs none, and on every `/v1` operation the 401 and 403 answers.
+/// `auth_mode = none` needs none, and on every `/v1` operation the answers any of them can
+/// give: 401 and 403, 429 (quotas apply to every request), 503 (starting, overloaded, storage),
+/// and 408 where a body is read.
 fn declare_security(value: &mut serde_json::Value) {
     if let Some(components) = value
         .pointer_mut("/components")
@@ -161,6 +163,7 @@ fn declare_security(value: &mut serde_json::Value) {
                 operation.insert("security".into(), serde_json::json!([{}]));
                 continue;
             }
+            let reads_body = operation.contains_key("requestBody");
             let Some(responses) = operation
                 .get_mut("responses")
                 .and_then(serde_json::Value::as_object_mut)
@@ -176,7 +179,22 @@ fn declare_security(value: &mut serde_json::Value) {
                     "403",
                     "The caller may not do this (`forbidden`); the message names the operation and resource",
                 ),
+                (
+                    "429",
+                    "A quota of the caller is used up, or it has too many open streams (`quota_exceeded`); nothing took effect; retry after `Retry-After` seconds",
+                ),
+                (
+                    "503",
+                    "Starting up or shutting down (`unavailable`), overloaded (`busy`), or storage failed (`storage_unavailable`, `disk_full`); retry after `Retry-After`",
+                ),
+                (
+                    "408",
+                    "The request body did not arrive within the server's time limit (`request_timeout`)",
+                ),
             ] {
+                if status == "408" && !reads_body {
+                    continue;
+                }
                 responses.entry(status).or_insert_with(|| {
                     serde_json::json!({
                         "description": description,

@@ -164,6 +164,28 @@ pub fn check_principal(principal: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("principal must be 1-255 printable ASCII characters without spaces, not \"*\"".into())
+        Err(format!(
+            "principal {principal:?} is not valid: use 1-255 printable ASCII characters without \
+             spaces, other than \"*\" (the ACL wildcard)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod principal_tests {
+    use super::check_principal;
+
+    /// The refusal names what was sent (it ended in `not "*"` whatever was sent, which read
+    /// as if the input had been `*`).
+    #[test]
+    fn a_refused_principal_is_named_in_the_message() {
+        for bad in ["", "a b", "é", "*", &"x".repeat(256)] {
+            let message = check_principal(bad).unwrap_err();
+            assert!(
+                message.starts_with(&format!("principal {bad:?} ")),
+                "{message}"
+            );
+        }
+        assert!(check_principal("svc-orders@prod").is_ok());
     }
 }
