@@ -107,6 +107,8 @@ mod tests {
         "ErrorBody",
         "ErrorCode",
         "ErrorDetail",
+        // `ErrorDetail.stored`.
+        "PartitionAppend",
         "Health",
         "Readiness",
         "OffsetsQuery",
