@@ -57,7 +57,10 @@ pub struct JoinGroupRequest {
     pub auto_offset_reset: Option<AutoOffsetResetName>,
     /// Static membership: a member rejoining with the same instance id within its session
     /// timeout keeps its partitions without a rebalance (and fences its previous member id).
+    /// 1-249 characters of `[A-Za-z0-9._-]`, as Kafka's `group.instance.id`: it starts the
+    /// member id, which goes into URL paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[A-Za-z0-9._-]{1,249}$")]
     pub instance_id: Option<String>,
 }
 

@@ -1161,6 +1161,36 @@ async fn lag_counts_records_and_the_age_of_the_record_at_the_committed_offset_an
     server.stop().await;
 }
 
+/// Instance ids follow Kafka's `group.instance.id` rule; they start member ids, which go into
+/// URL paths (an empty one, 200 KB or a `/` were accepted).
+#[tokio::test]
+async fn an_instance_id_outside_kafkas_rule_is_refused() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("inst", 1).await;
+    for bad in [String::new(), "a/b".into(), "x".repeat(250), "pod 1".into()] {
+        let refused = expect_error(
+            api.post(
+                "/v1/groups/i/members",
+                &json!({"topics": ["inst"], "instance_id": bad}),
+            )
+            .await,
+            422,
+            "invalid",
+        )
+        .await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("instance_id"), "{message}");
+    }
+    let (member, _) = join(
+        &api,
+        "i",
+        json!({"topics": ["inst"], "instance_id": "pod-1.a_b"}),
+    )
+    .await;
+    assert!(member.id.starts_with("pod-1.a_b"), "{}", member.id);
+}
+
 /// A join with another strategy than the group's is refused with the names a client sends
 /// (it said "uses the Range strategy", a name no request can carry).
 #[tokio::test]
@@ -1497,6 +1527,13 @@ async fn a_commit_past_the_high_watermark_is_refused_and_changes_nothing() {
     )
     .await;
     assert_eq!(refused["error"]["latest_offset"], 5, "{refused}");
+    // Commits below the log start are accepted, so the message names only the upper bound (it
+    // said "valid offsets are 0 to 5", as a fetch's does).
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("past the high watermark 5") && !message.contains("valid offsets"),
+        "{message}"
+    );
     assert_eq!(committed(&api, "g").await, offsets_map(&[("short", 0, 5)]));
     server.stop().await;
 }

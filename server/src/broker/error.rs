@@ -282,6 +282,23 @@ pub enum GroupOpError {
     /// An explicit offset outside the log.
     #[error(transparent)]
     OutOfRange(#[from] OffsetOutOfRange),
+    /// A commit past the partition's high watermark.
+    #[error(
+        "offset {requested} is past the high watermark {high_watermark} of topic '{topic}' \
+         partition {partition}: a group can commit at most the high watermark"
+    )]
+    CommitPastEnd {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The committed offset.
+        requested: u64,
+        /// The partition's first stored offset.
+        log_start: u64,
+        /// The partition's high watermark.
+        high_watermark: u64,
+    },
     /// Reading records for the member (or for lag) failed.
     #[error(transparent)]
     Fetch(#[from] FetchError),

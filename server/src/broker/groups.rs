@@ -457,13 +457,13 @@ impl Broker {
         // start there and miss records, while its lag showed 0.
         for (commit, offsets) in request.commits.iter().zip(ends) {
             if commit.offset > offsets.high_watermark {
-                return Err(GroupOpError::OutOfRange(
-                    crate::log::partition::OffsetOutOfRange {
-                        requested: commit.offset,
-                        earliest: offsets.log_start_offset,
-                        latest: offsets.high_watermark,
-                    },
-                ));
+                return Err(GroupOpError::CommitPastEnd {
+                    topic: commit.topic.clone(),
+                    partition: commit.partition,
+                    requested: commit.offset,
+                    log_start: offsets.log_start_offset,
+                    high_watermark: offsets.high_watermark,
+                });
             }
         }
         self.offsets

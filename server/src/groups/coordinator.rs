@@ -312,6 +312,9 @@ impl Coordinator {
         if request.topics.is_empty() {
             return Err(GroupError::Invalid("topics must not be empty".into()));
         }
+        if let Some(instance) = &request.instance_id {
+            check_instance_id(instance)?;
+        }
         let now = self.clock.now_ms();
         let mut groups = self.groups.lock();
         let group = groups.entry(group_id.to_string()).or_default();
@@ -847,6 +850,24 @@ fn view(group: &Group, member_id: &str) -> MemberView {
         generation: group.generation,
         assignment: owned_by(group, member_id),
         rebalancing: state(group) == "rebalancing",
+    }
+}
+
+/// A static instance id starts the member id, which goes into URL paths and descriptions:
+/// Kafka's rule for `group.instance.id` (an empty one made member ids start with `-`, a long
+/// one was echoed in every answer, and `/` made the member unreachable without encoding).
+fn check_instance_id(instance: &str) -> Result<(), GroupError> {
+    let ok = (1..=249).contains(&instance.len())
+        && instance
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        let shown: String = instance.chars().take(64).collect();
+        Err(GroupError::Invalid(format!(
+            "instance_id {shown:?} is not valid: use 1-249 characters of [A-Za-z0-9._-]"
+        )))
     }
 }
 

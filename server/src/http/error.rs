@@ -424,6 +424,12 @@ impl From<GroupOpError> for ApiError {
                 ApiError::new(ErrorCode::NoValidOffset, error.to_string())
             }
             GroupOpError::OutOfRange(range) => range.into(),
+            GroupOpError::CommitPastEnd {
+                log_start,
+                high_watermark,
+                ..
+            } => ApiError::new(ErrorCode::OffsetOutOfRange, error.to_string())
+                .with(|b| b.with_offset_range(log_start, high_watermark)),
             GroupOpError::Fetch(fetch) => fetch.into(),
             GroupOpError::Read(read) => read.into(),
             GroupOpError::Audit(audit) => audit.into(),
