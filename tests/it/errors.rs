@@ -593,3 +593,48 @@ async fn endpoints_without_query_parameters_refuse_any() {
         "not deleted"
     );
 }
+
+/// Parse errors speak the API's language: they named Rust types (`expected u64`, `to a
+/// \`u32\``, `Failed to deserialize query string`), which a curl user or a generated client
+/// never sees anywhere else.
+#[tokio::test]
+async fn parse_errors_name_no_rust_types() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("words", 1).await;
+    let client = &api.client;
+    let requests = [
+        client
+            .post(api.url("/v1/topics/words/partitions/0/delete-records"))
+            .json(&json!({"offset": -1})),
+        client
+            .post(api.url("/v1/topics/words/records"))
+            .json(&json!({"records": [{"value": 1, "timestamp": "now"}]})),
+        client
+            .post(api.url("/v1/topics"))
+            .json(&json!({"name": "big", "partitions": 4294967296u64})),
+        client.post(api.url("/v1/topics")).json(&json!([1, 2])),
+        client.get(api.url("/v1/topics/words/partitions/x/records")),
+        client.get(api.url("/v1/topics/words/partitions/0/records?offset=-1")),
+        client.get(api.url("/v1/topics/words/partitions/0/records?offset=0&max_bytes=")),
+    ];
+    for request in requests {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert!((400..500).contains(&status), "{status} {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        for rust in [
+            "u64",
+            "u32",
+            "i64",
+            "i32",
+            "usize",
+            "Failed to deserialize",
+            "struct ",
+            "Invalid URL",
+        ] {
+            assert!(!message.contains(rust), "{rust:?} in {message:?}");
+        }
+    }
+}

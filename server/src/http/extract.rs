@@ -77,7 +77,10 @@ pub fn parse_json_except<T: DeserializeOwned>(
     let bad = |e: &serde_json::Error| {
         ApiError::new(
             ErrorCode::BadJson,
-            format!("invalid JSON body: {}", super::json_text::describe(e)),
+            format!(
+                "invalid JSON body: {}",
+                super::plain_errors::plain(&super::json_text::describe(e))
+            ),
         )
     };
     // serde would also read a struct from an array of its fields: a body is an object.
@@ -294,7 +297,10 @@ impl From<JsonRejection> for ApiError {
                 "expected a JSON body with Content-Type: application/json",
             ),
             JsonRejection::BytesRejection(bytes) => bytes.into(),
-            other => ApiError::new(ErrorCode::BadJson, other.body_text()),
+            other => ApiError::new(
+                ErrorCode::BadJson,
+                super::plain_errors::plain(&other.body_text()),
+            ),
         }
     }
 }
@@ -307,20 +313,29 @@ impl From<BytesRejection> for ApiError {
                 "request body exceeds max_request_bytes",
             )
         } else {
-            ApiError::new(ErrorCode::BadJson, rejection.body_text())
+            ApiError::new(
+                ErrorCode::BadJson,
+                super::plain_errors::plain(&rejection.body_text()),
+            )
         }
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
-        ApiError::new(ErrorCode::BadQuery, rejection.body_text())
+        ApiError::new(
+            ErrorCode::BadQuery,
+            super::plain_errors::plain(&rejection.body_text()),
+        )
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        ApiError::new(ErrorCode::BadPath, rejection.body_text())
+        ApiError::new(
+            ErrorCode::BadPath,
+            super::plain_errors::plain(&rejection.body_text()),
+        )
     }
 }
 

@@ -25,6 +25,7 @@ pub mod observe;
 pub mod offsets;
 pub mod openapi;
 pub mod paths;
+mod plain_errors;
 pub mod produce;
 mod produce_body;
 mod produce_stream;
