@@ -106,7 +106,8 @@ impl GroupId {
     }
 }
 
-fn is_name_byte(byte: u8) -> bool {
+/// A byte topic names and group ids may hold.
+pub(crate) fn is_name_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'_' || byte == b'-'
 }
 

@@ -632,3 +632,41 @@ async fn group_offsets_leave_out_topics_the_caller_may_not_describe() {
         .collect();
     assert_eq!(topics, ["public"], "{seen}");
 }
+
+/// An ACL whose name no topic or group can have is refused when added: it looked like
+/// protection and matched nothing (`bad name!`, 10,000 characters).
+#[tokio::test]
+async fn an_acl_that_can_never_match_is_refused() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    let rule = |kind: &str, name: String, pattern: &str| {
+        json!({"principal": "alice", "resource_type": kind, "resource_name": name,
+               "pattern_type": pattern, "operation": "read", "permission": "deny"})
+    };
+    for (kind, name, pattern) in [
+        ("group", "bad name!".to_string(), "literal"),
+        ("topic", "x".repeat(10_000), "literal"),
+        ("topic", "orders/".to_string(), "prefix"),
+    ] {
+        let refused = expect_error(
+            api.post("/v1/acls", &rule(kind, name, pattern)).await,
+            422,
+            "invalid",
+        )
+        .await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("can never match"), "{message}");
+    }
+    for (kind, name, pattern) in [
+        ("topic", "orders.".to_string(), "prefix"),
+        ("topic", "*".to_string(), "literal"),
+        ("group", "billing-1".to_string(), "literal"),
+    ] {
+        assert_eq!(
+            api.post("/v1/acls", &rule(kind, name, pattern))
+                .await
+                .status(),
+            201
+        );
+    }
+}

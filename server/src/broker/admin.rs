@@ -93,7 +93,7 @@ impl Broker {
     /// Not an admin, a malformed rule, the ACL file write failed.
     pub fn add_acl(&self, caller: &Caller, rule: AclRule) -> Result<bool, AdminError> {
         self.require_admin(caller)?;
-        rule.check().map_err(AdminError::Invalid)?;
+        rule.check_new().map_err(AdminError::Invalid)?;
         Ok(self.authorizer.add(rule)?)
     }
 

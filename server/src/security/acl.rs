@@ -157,6 +157,38 @@ impl AclRule {
     }
 }
 
+impl AclRule {
+    /// [`AclRule::check`], and for a rule being added also that its name or prefix is one a
+    /// topic or group can have: a rule that never matches looks like protection and is none.
+    /// (Rules already stored load with `check` alone, so a server that has one still starts.
+    /// Principals are not held to API keys' rule: a certificate's CN may hold spaces.)
+    ///
+    /// # Errors
+    /// A description of what is wrong with the rule.
+    pub fn check_new(&self) -> Result<(), String> {
+        self.check()?;
+        let (kind, max) = match self.resource_type {
+            ResourceType::Cluster => return Ok(()),
+            ResourceType::Topic => ("topic", crate::names::MAX_TOPIC_NAME_LEN),
+            ResourceType::Group => ("group", crate::names::MAX_GROUP_ID_LEN),
+        };
+        let name = &self.resource_name;
+        if self.pattern_type == PatternType::Literal && name == "*" {
+            return Ok(());
+        }
+        let fits = name.len() <= max && name.bytes().all(crate::names::is_name_byte);
+        if fits {
+            Ok(())
+        } else {
+            let shown: String = name.chars().take(64).collect();
+            Err(format!(
+                "resource_name {shown:?} can never match a {kind}: {kind} names are at most \
+                 {max} characters of [A-Za-z0-9._-]"
+            ))
+        }
+    }
+}
+
 /// What the rules say about one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
