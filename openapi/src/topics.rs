@@ -96,7 +96,11 @@ pub struct CreateTopicRequest {
     /// `remote_upload_idle_ms`, `remote_object_lock_mode`, `remote_object_lock_days`). Values
     /// are strings, numbers or booleans. Unknown keys are rejected; absent keys, and keys
     /// given as `null` (as in Kafka's CreateTopics), take the default.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "unique_keys"
+    )]
     #[schema(value_type = BTreeMap<String, ConfigValue>)]
     pub configs: BTreeMap<String, Value>,
 }
@@ -206,7 +210,40 @@ pub struct UpdateTopicConfigsRequest {
     /// Configs to change, by Kafka name with underscores. A `null` value resets the key to its
     /// default; keys not mentioned keep their value. Unknown keys are rejected.
     #[schema(value_type = BTreeMap<String, ConfigUpdateValue>)]
+    #[serde(deserialize_with = "unique_keys")]
     pub configs: BTreeMap<String, Value>,
+}
+
+/// A JSON object of configs, refusing a key given twice: serde keeps the last, so
+/// `{"retention_ms": 1000, "retention_ms": 2000}` quietly meant 2000.
+fn unique_keys<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, Value>, D::Error> {
+    struct UniqueKeys;
+    impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+        type Value = BTreeMap<String, Value>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("an object of configs")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut configs = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                if configs.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!(
+                        "config {key:?} is given twice"
+                    )));
+                }
+                configs.insert(key, value);
+            }
+            Ok(configs)
+        }
+    }
+    deserializer.deserialize_map(UniqueKeys)
 }
 
 /// Body of `POST /v1/topics/{topic}/partitions`: raises the partition count.

@@ -638,3 +638,42 @@ async fn parse_errors_name_no_rust_types() {
         }
     }
 }
+
+/// A config key given twice is refused, on create and on update: the last one silently won.
+#[tokio::test]
+async fn a_config_key_given_twice_is_refused() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("twice", 1).await;
+    let send = |method: reqwest::Method, path: &str, body: &str| {
+        api.client
+            .request(method, api.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let patched = send(
+        reqwest::Method::PATCH,
+        "/v1/topics/twice/configs",
+        r#"{"configs": {"retention_ms": 1000, "retention_ms": 2000}}"#,
+    )
+    .await
+    .unwrap();
+    let refused = expect_error(patched, 400, "bad_json").await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"retention_ms\" is given twice"),
+        "{message}"
+    );
+    let created = send(
+        reqwest::Method::POST,
+        "/v1/topics",
+        r#"{"name": "dup", "configs": {"segment_ms": 60000, "segment_ms": 70000}}"#,
+    )
+    .await
+    .unwrap();
+    expect_error(created, 400, "bad_json").await;
+    assert_eq!(api.get("/v1/topics/dup").await.status(), 404);
+    let described = api.get_json("/v1/topics/twice").await;
+    assert_ne!(described["configs"]["retention_ms"], 2000, "{described}");
+}
