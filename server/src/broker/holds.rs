@@ -39,12 +39,7 @@ impl Broker {
             let high_watermark = local_partition(&found, partition)?.offsets().high_watermark;
             // Records already deleted cannot be kept: a hold that claimed them would tell an
             // investigation they are preserved.
-            let log_start = self
-                .log_starts(&found)
-                .await
-                .get(partition as usize)
-                .copied()
-                .unwrap_or(0);
+            let log_start = self.log_start(&found, partition).await;
             if start_offset < log_start {
                 return Err(TopicError::HoldOnDeleted {
                     partition,

@@ -371,19 +371,24 @@ impl Broker {
     /// locally. A partition whose manifest cannot be loaded shows its local start.
     pub async fn log_starts(&self, topic: &Arc<Topic>) -> Vec<u64> {
         let mut starts = Vec::new();
-        for (number, partition) in topic.partitions().iter().enumerate() {
-            let local = partition.offsets().log_start_offset;
-            let number = u32::try_from(number).unwrap_or(u32::MAX);
-            let start = match topic.config().remote_storage_enable {
-                false => local,
-                true => self
-                    .reader(topic, number)
-                    .await
-                    .map_or(local, |reader| reader.offsets().log_start_offset),
-            };
-            starts.push(start);
+        for number in 0..topic.partition_count() {
+            starts.push(self.log_start(topic, number).await);
         }
         starts
+    }
+
+    /// [`Broker::log_starts`] of one partition (0 for a partition the topic does not have).
+    pub async fn log_start(&self, topic: &Arc<Topic>, number: u32) -> u64 {
+        let Some(partition) = topic.partition(number) else {
+            return 0;
+        };
+        let local = partition.offsets().log_start_offset;
+        if !topic.config().remote_storage_enable {
+            return local;
+        }
+        self.reader(topic, number)
+            .await
+            .map_or(local, |reader| reader.offsets().log_start_offset)
     }
 }
 
