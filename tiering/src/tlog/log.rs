@@ -124,16 +124,10 @@ impl PartitionLog {
             prefix: prefix.to_string(),
             reason,
         };
-        let checkpoint = get_if_exists(store, &prefix.clone().join("checkpoint")).await?;
-        let newest = match checkpoint {
-            Some(text) => checkpoint_size(&text)
-                .ok_or_else(|| inconsistent("unreadable checkpoint".into()))?,
-            None => 0,
-        };
         // A writer that stopped between a signed checkpoint in the history and `checkpoint`
         // left a larger tree, complete and signed: it is the log. The next publish then also
         // writes `checkpoint` (its bundles, tiles and history note exist with the same bytes).
-        let size = newest_in_history(store, &prefix, newest).await?.max(newest);
+        let (newest, size) = signed_sizes(store, &prefix).await?;
         let mut log = PartitionLog {
             prefix: prefix.clone(),
             origin,
@@ -262,7 +256,7 @@ impl PartitionLog {
                 let existing = store.get(key).await?.bytes().await?;
                 if existing == body {
                     Ok(())
-                } else if covers > self.signed_size(store).await? {
+                } else if covers > signed_sizes(store, &self.prefix).await?.1 {
                     tracing::warn!(%key, "replacing an unsigned transparency log object left by a writer that stopped before its checkpoint");
                     store.put(key, PutPayload::from(body)).await?;
                     Ok(())
@@ -313,15 +307,22 @@ pub async fn read_entries(
     Ok(entries)
 }
 
-impl PartitionLog {
-    /// The largest tree signed in the bucket now: `checkpoint`, or a newer note in the history.
-    async fn signed_size(&self, store: &dyn ObjectStore) -> Result<u64, TlogError> {
-        let checkpoint = get_if_exists(store, &self.prefix.clone().join("checkpoint")).await?;
-        let newest = checkpoint.as_deref().and_then(checkpoint_size).unwrap_or(0);
-        Ok(newest_in_history(store, &self.prefix, newest)
-            .await?
-            .max(newest))
-    }
+/// The tree sizes signed in the bucket now: `checkpoint`'s (0 without one), and the largest,
+/// which a newer note in the history may hold.
+///
+/// # Errors
+/// Store failures, and a `checkpoint` without a readable size.
+async fn signed_sizes(store: &dyn ObjectStore, prefix: &Path) -> Result<(u64, u64), TlogError> {
+    let checkpoint = get_if_exists(store, &prefix.clone().join("checkpoint")).await?;
+    let newest = match checkpoint {
+        Some(text) => checkpoint_size(&text).ok_or_else(|| TlogError::Inconsistent {
+            prefix: prefix.to_string(),
+            reason: "unreadable checkpoint".into(),
+        })?,
+        None => 0,
+    };
+    let largest = newest_in_history(store, prefix, newest).await?.max(newest);
+    Ok((newest, largest))
 }
 
 /// How many leaves, from the log's start, a tile (or at level 0, an entry bundle) of `width`
