@@ -570,28 +570,84 @@ async fn a_batch_over_the_limit_in_one_partition_stores_nothing_of_the_request()
     }
 }
 
-/// Endpoints without query parameters refuse any, as the others refuse unknown ones: a
-/// `DELETE ...?force=true` answered 204 while nothing honoured `force`.
+/// Every operation whose OpenAPI description declares no query parameter refuses any, as the
+/// others refuse unknown ones. `DELETE /v1/groups/g/offsets?topic=t&partition=1` deleted the
+/// whole group's offsets, and `DELETE ...?force=true` answered 204 while nothing honoured
+/// `force`. Walks the checked-in document, so an operation added later is covered too.
 #[tokio::test]
-async fn endpoints_without_query_parameters_refuse_any() {
+async fn operations_without_query_parameters_refuse_any() {
     let server = Server::start(ServerOptions::default());
     let api = Api::new(&server);
-    api.create_topic("kept", 1).await;
-    let client = &api.client;
-    for request in [
-        client.get(api.url("/v1/topics?bogus=1")),
-        client.get(api.url("/v1/topics/kept?verbose=true")),
-        client.delete(api.url("/v1/topics/kept?force=true")),
-        client.get(api.url("/v1/topics/kept/legal-holds?all=1")),
-        client.get(api.url("/v1/groups?bogus=1")),
+    api.create_topic("kept", 2).await;
+    let committed = api
+        .post(
+            "/v1/groups/g/offsets",
+            &json!({"offsets": [{"topic": "kept", "partition": 0, "offset": 0}]}),
+        )
+        .await;
+    assert_eq!(committed.status(), 200, "{:?}", committed.text().await);
+    let document: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../openapi/openapi.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut refused = Vec::new();
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let takes_query = operation["parameters"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+            if takes_query || item["parameters"].is_array() || !path.starts_with("/v1/") {
+                continue;
+            }
+            let concrete = path
+                .replace("{topic}", "kept")
+                .replace("{partition}", "1")
+                .replace("{group}", "g")
+                .replace("{member}", "m-1")
+                .replace("{id}", "h-1")
+                .replace("{principal}", "nobody");
+            assert!(!concrete.contains('{'), "a placeholder left in {concrete}");
+            let url = api.url(&format!("{concrete}?topic=kept&partition=1"));
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let response = api
+                .client
+                .request(method.clone(), url)
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            let body = expect_error(response, 400, "bad_query").await;
+            assert!(
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("takes no query parameters"),
+                "{method} {path}: {body}"
+            );
+            refused.push(format!("{method} {path}"));
+        }
+    }
+    for operation in [
+        "DELETE /v1/groups/{group}/offsets",
+        "DELETE /v1/topics/{topic}",
     ] {
-        expect_error(request.send().await.unwrap(), 400, "bad_query").await;
+        assert!(
+            refused.iter().any(|r| r == operation),
+            "{operation} not checked: {refused:?}"
+        );
     }
     assert_eq!(
         api.get("/v1/topics/kept").await.status(),
         200,
         "not deleted"
     );
+    let offsets = api.get_json("/v1/groups/g/offsets").await;
+    assert_eq!(offsets["offsets"][0]["topic"], "kept", "{offsets}");
 }
 
 /// Parse errors speak the API's language: they named Rust types (`expected u64`, `to a

@@ -205,29 +205,6 @@ fn integral_floats_to_integers(value: &mut Value) -> bool {
     }
 }
 
-/// For endpoints that take no query parameters: any is refused with 400 `bad_query`, as
-/// unknown ones are where parameters exist, so an imagined one (`DELETE ...?force=true`) is
-/// not silently ignored.
-#[derive(Debug)]
-pub struct NoQuery;
-
-impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        _state: &S,
-    ) -> Result<Self, ApiError> {
-        match parts.uri.query().filter(|query| !query.is_empty()) {
-            None => Ok(NoQuery),
-            Some(query) => Err(ApiError::new(
-                ErrorCode::BadQuery,
-                format!("this endpoint takes no query parameters, got \"{query}\""),
-            )),
-        }
-    }
-}
-
 /// Query parameters. Numbers above 2^63-1 are refused: every integer of the API is a Kafka
 /// int64 at most (offsets, timestamps, durations), as the OpenAPI document says.
 #[derive(Debug)]

@@ -22,7 +22,7 @@ use super::AppState;
 use super::accept::{Accepted, Offers};
 use super::codec::to_fetched_record;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, ApiQuery, NoQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::paths;
 use crate::audit::entry::ReadFormat;
 use crate::broker::audit::ReadOrigin;
@@ -628,11 +628,7 @@ pub async fn lag(
         (status = 200, description = "Groups", body = GroupList),
         (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
     ))]
-pub async fn list_groups(
-    State(state): State<AppState>,
-    caller: Caller,
-    _: NoQuery,
-) -> Json<GroupList> {
+pub async fn list_groups(State(state): State<AppState>, caller: Caller) -> Json<GroupList> {
     let groups = state
         .broker
         .list_groups(&caller)

@@ -7,7 +7,7 @@ use strata_openapi::{CreateLegalHoldRequest, ErrorBody, ErrorCode, LegalHold, Le
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, NoQuery};
+use super::extract::{ApiJson, ApiPath};
 use super::paths;
 use crate::security::Caller;
 use crate::topics::holds::{self, HoldRange};
@@ -63,7 +63,6 @@ pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
-    _: NoQuery,
 ) -> Result<Json<LegalHoldList>, ApiError> {
     let holds = state.broker.legal_holds(&caller, &topic)?;
     Ok(Json(LegalHoldList {

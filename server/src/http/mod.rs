@@ -30,6 +30,7 @@ pub mod produce;
 mod produce_body;
 mod produce_stream;
 pub mod producers;
+mod query_guard;
 mod read_origin;
 pub mod sse;
 pub mod topics;
@@ -166,6 +167,10 @@ pub fn router(state: AppState) -> Router {
                 .post(admin::add_acl)
                 .delete(admin::delete_acl),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            query_guard::QueryFree::from_document(&openapi::document()),
+            query_guard::refuse_undeclared_query,
+        ))
         .merge(openapi::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -13,7 +13,7 @@ use strata_openapi::{
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, NoQuery};
+use super::extract::{ApiJson, ApiPath};
 use super::paths;
 use crate::broker::Broker;
 use crate::broker::topics::SegmentPlace;
@@ -59,11 +59,7 @@ pub async fn create_topic(
         (status = 200, description = "All topics", body = TopicList),
         (status = 400, description = "Query parameters given (`bad_query`): this endpoint takes none", body = ErrorBody),
     ))]
-pub async fn list_topics(
-    State(state): State<AppState>,
-    caller: Caller,
-    _: NoQuery,
-) -> Json<TopicList> {
+pub async fn list_topics(State(state): State<AppState>, caller: Caller) -> Json<TopicList> {
     let topics = state
         .broker
         .list_topics(&caller)
@@ -91,7 +87,6 @@ pub async fn describe_topic(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
-    _: NoQuery,
 ) -> Result<Json<TopicDescription>, ApiError> {
     let topic = state.broker.describe_topic(&caller, &topic)?;
     Ok(Json(describe(&state.broker, &topic).await))
@@ -181,7 +176,6 @@ pub async fn delete_topic(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
-    _: NoQuery,
 ) -> Result<StatusCode, ApiError> {
     state.broker.delete_topic(&caller, &topic).await?;
     Ok(StatusCode::NO_CONTENT)
