@@ -313,6 +313,42 @@ async fn uploads_and_cold_reads_show_in_metrics_and_hot_reads_count_as_zero_copy
     );
 }
 
+/// A client may send any token as a method, before authenticating: each made-up one added
+/// a counter and a histogram, so 60 requests grew the scrape by 1,464 series.
+#[tokio::test]
+async fn made_up_methods_share_one_series() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    for i in 0..20 {
+        let method = reqwest::Method::from_bytes(format!("X{i}Y").as_bytes()).unwrap();
+        let response = api
+            .client
+            .request(method, api.url("/v1/topics"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 405);
+    }
+    let scrape = scrape(&api).await;
+    let requests = scrape.matching("strata_http_requests_total", &[("route", "/v1/topics")]);
+    let methods: std::collections::BTreeSet<&str> = requests
+        .iter()
+        .map(|s| s.labels["method"].as_str())
+        .collect();
+    assert!(methods.iter().all(|m| !m.starts_with('X')), "{methods:?}");
+    assert_eq!(
+        scrape.value(
+            "strata_http_requests_total",
+            &[
+                ("route", "/v1/topics"),
+                ("method", "other"),
+                ("status", "405")
+            ]
+        ),
+        20.0
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_member_is_counted_by_reason() {
     let clock = ManualClock::new(1_000_000);

@@ -117,6 +117,17 @@ impl HttpStats {
 #[derive(Debug, Clone, Default)]
 pub struct PrincipalSlot(pub Arc<OnceLock<String>>);
 
+/// The method as a metric label: the standard methods by name, anything else as `other`.
+/// A client, authenticated or not, may send any token as a method; one series per made-up
+/// method would let it grow the registry without bound, as unmatched paths would.
+fn method_label(method: &str) -> String {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    let known = KNOWN.contains(&method);
+    if known { method } else { "other" }.to_string()
+}
+
 /// The request's id, for handlers that record it (the read audit).
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
@@ -164,7 +175,7 @@ pub async fn observe(
     }
     if stats.counting {
         stats.in_flight.dec();
-        count(&stats, route, method, status, code, took);
+        count(&stats, route, method_label(&method), status, code, took);
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID.clone(), value);
