@@ -3,6 +3,11 @@
 //!
 //! The registry is one small JSON file, `producers.json`, replaced atomically on every change;
 //! an id is handed out only after that file is durable, so a restart never issues it again.
+//!
+//! Each id belongs to the principal it was issued to. Bumping its epoch fences every session
+//! that holds it, so only that principal (or a super user) may: ids are issued in sequence and
+//! easy to guess, and any caller could otherwise break another tenant's idempotent pipeline.
+//! Ids issued before owners were recorded have none; the first principal to bump one owns it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +26,18 @@ const FILE: &str = "producers.json";
 struct RegistryFile {
     next_producer_id: i64,
     epochs: BTreeMap<i64, i16>,
+    /// The principal each id was issued to.
+    #[serde(default)]
+    owners: BTreeMap<i64, String>,
+}
+
+/// Who asks for an identity: the principal, and whether it may bump any id.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    /// The caller's principal.
+    pub principal: &'a str,
+    /// A super user (or a server without authentication) may bump any id.
+    pub may_bump_any: bool,
 }
 
 /// Why a producer identity could not be issued.
@@ -29,6 +46,12 @@ pub enum ProducerRegistryError {
     /// The id was never issued by this server.
     #[error("producer id {0} is unknown")]
     Unknown(i64),
+    /// The id was issued to another principal.
+    #[error("producer id {id} belongs to another principal; request a new id without producer_id")]
+    NotOwner {
+        /// The id.
+        id: i64,
+    },
     /// The epoch cannot grow any further.
     #[error("producer id {0} has exhausted its epochs; request a new id")]
     EpochExhausted(i64),
@@ -85,8 +108,13 @@ impl ProducerRegistry {
     /// A new id at epoch 0, or, for an existing id, the same id with the next epoch.
     ///
     /// # Errors
-    /// An unknown id, an exhausted epoch, or the registry could not be persisted.
-    pub async fn init(&self, existing: Option<i64>) -> Result<(i64, i16), ProducerRegistryError> {
+    /// An unknown id, one issued to another principal, an exhausted epoch, or the registry
+    /// could not be persisted.
+    pub async fn init(
+        &self,
+        existing: Option<i64>,
+        requester: Requester<'_>,
+    ) -> Result<(i64, i16), ProducerRegistryError> {
         let mut state = self.state.lock().await;
         let mut next = state.clone();
         let identity = match existing {
@@ -94,6 +122,7 @@ impl ProducerRegistry {
                 let id = next.next_producer_id;
                 next.next_producer_id += 1;
                 next.epochs.insert(id, 0);
+                next.owners.insert(id, requester.principal.to_string());
                 (id, 0)
             }
             Some(id) => {
@@ -101,6 +130,13 @@ impl ProducerRegistry {
                     .epochs
                     .get(&id)
                     .ok_or(ProducerRegistryError::Unknown(id))?;
+                let owner = next.owners.get(&id);
+                if owner.is_some_and(|o| o != requester.principal) && !requester.may_bump_any {
+                    return Err(ProducerRegistryError::NotOwner { id });
+                }
+                if owner.is_none() {
+                    next.owners.insert(id, requester.principal.to_string());
+                }
                 let bumped = epoch
                     .checked_add(1)
                     .ok_or(ProducerRegistryError::EpochExhausted(id))?;
@@ -133,16 +169,67 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
         let registry = ProducerRegistry::open(dir.path(), io.clone()).unwrap();
-        assert_eq!(registry.init(None).await.unwrap(), (0, 0));
-        assert_eq!(registry.init(None).await.unwrap(), (1, 0));
-        assert_eq!(registry.init(Some(0)).await.unwrap(), (0, 1));
+        assert_eq!(registry.init(None, ALICE).await.unwrap(), (0, 0));
+        assert_eq!(registry.init(None, ALICE).await.unwrap(), (1, 0));
+        assert_eq!(registry.init(Some(0), ALICE).await.unwrap(), (0, 1));
         assert!(matches!(
-            registry.init(Some(9)).await,
+            registry.init(Some(9), ALICE).await,
             Err(ProducerRegistryError::Unknown(9))
         ));
         drop(registry);
         let registry = ProducerRegistry::open(dir.path(), io).unwrap();
-        assert_eq!(registry.init(None).await.unwrap(), (2, 0));
+        assert_eq!(registry.init(None, ALICE).await.unwrap(), (2, 0));
         assert_eq!(registry.epoch(0).await, Some(1));
+    }
+
+    const ALICE: Requester<'static> = Requester {
+        principal: "alice",
+        may_bump_any: false,
+    };
+    const MALLORY: Requester<'static> = Requester {
+        principal: "mallory",
+        may_bump_any: false,
+    };
+
+    #[tokio::test]
+    async fn only_the_owner_or_a_super_user_bumps_an_id_even_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let registry = ProducerRegistry::open(dir.path(), io.clone()).unwrap();
+        assert_eq!(registry.init(None, ALICE).await.unwrap(), (0, 0));
+        drop(registry);
+        let registry = ProducerRegistry::open(dir.path(), io).unwrap();
+        assert!(matches!(
+            registry.init(Some(0), MALLORY).await,
+            Err(ProducerRegistryError::NotOwner { id: 0 })
+        ));
+        assert_eq!(
+            registry.epoch(0).await,
+            Some(0),
+            "a refused bump fences nobody"
+        );
+        let admin = Requester {
+            principal: "admin",
+            may_bump_any: true,
+        };
+        assert_eq!(registry.init(Some(0), admin).await.unwrap(), (0, 1));
+        assert_eq!(registry.init(Some(0), ALICE).await.unwrap(), (0, 2));
+    }
+
+    #[tokio::test]
+    async fn an_id_from_before_owners_were_recorded_goes_to_its_first_bumper() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE),
+            br#"{"next_producer_id":1,"epochs":{"0":3}}"#,
+        )
+        .unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let registry = ProducerRegistry::open(dir.path(), io).unwrap();
+        assert_eq!(registry.init(Some(0), ALICE).await.unwrap(), (0, 4));
+        assert!(matches!(
+            registry.init(Some(0), MALLORY).await,
+            Err(ProducerRegistryError::NotOwner { id: 0 })
+        ));
     }
 }

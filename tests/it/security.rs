@@ -670,3 +670,43 @@ async fn an_acl_that_can_never_match_is_refused() {
         );
     }
 }
+
+/// Bumping a producer id's epoch fences every session holding it, and ids are issued in
+/// sequence: any logged-in principal could fence another's idempotent producer. Only the
+/// principal the id was issued to, or a super user, may bump it now.
+#[tokio::test]
+async fn only_its_owner_or_a_super_user_may_bump_a_producer_id() {
+    let (server, _dir, admin_token) = secured_server();
+    let admin = api_as(&server, Some(&admin_token));
+    let (_, alice_token) = create_key(&admin, "alice").await;
+    let (_, bob_token) = create_key(&admin, "bob").await;
+    let (alice, bob) = (
+        api_as(&server, Some(&alice_token)),
+        api_as(&server, Some(&bob_token)),
+    );
+    async fn init(api: &Api, body: Value) -> reqwest::Response {
+        api.post("/v1/producers", &body).await
+    }
+    let issued = ok_json_any(init(&bob, json!({})).await).await;
+    let id = issued["producer_id"].as_i64().unwrap();
+    let refused = expect_error(
+        init(&alice, json!({"producer_id": id})).await,
+        403,
+        "forbidden",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("another principal"), "{message}");
+    let bumped = ok_json_any(init(&bob, json!({"producer_id": id})).await).await;
+    assert_eq!(
+        bumped["producer_epoch"], 1,
+        "alice's refused bump fenced nobody"
+    );
+    let by_admin = ok_json_any(init(&admin, json!({"producer_id": id})).await).await;
+    assert_eq!(by_admin["producer_epoch"], 2);
+    // Alice still gets ids of her own.
+    let own = ok_json_any(init(&alice, json!({})).await).await;
+    let own_id = own["producer_id"].as_i64().unwrap();
+    let again = ok_json_any(init(&alice, json!({"producer_id": own_id})).await).await;
+    assert_eq!(again["producer_epoch"], 1);
+}

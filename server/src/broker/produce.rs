@@ -433,9 +433,14 @@ impl Broker {
     /// An id this server never issued, exhausted epochs, storage failures.
     pub async fn init_producer(
         &self,
+        caller: &Caller,
         existing: Option<i64>,
     ) -> Result<(i64, i16), super::error::InitProducerError> {
-        self.producers.init(existing).await
+        let requester = crate::producers::Requester {
+            principal: caller.principal().as_str(),
+            may_bump_any: self.authorizer.may_act_for_anyone(caller),
+        };
+        self.producers.init(existing, requester).await
     }
 }
 

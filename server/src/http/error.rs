@@ -480,6 +480,9 @@ impl From<ProducerRegistryError> for ApiError {
             ProducerRegistryError::EpochExhausted(_) => {
                 ApiError::new(ErrorCode::InvalidProducer, error.to_string())
             }
+            ProducerRegistryError::NotOwner { .. } => {
+                ApiError::new(ErrorCode::Forbidden, error.to_string())
+            }
             ProducerRegistryError::Io(_) => {
                 ApiError::internal(ErrorCode::StorageUnavailable, &error)
             }

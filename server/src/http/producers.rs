@@ -16,12 +16,15 @@ use crate::security::Caller;
 /// with the next epoch; writes still carrying the old epoch are then refused with
 /// `producer_fenced`. Sequence numbers start at 0 per partition for every epoch.
 ///
-/// Needs an authenticated caller, no ACL: the id grants nothing by itself.
+/// Needs an authenticated caller, no ACL: the id grants nothing by itself. An id belongs to
+/// the principal it was issued to: only that principal (or a super user) may bump its epoch,
+/// since that fences every session holding it (403 `forbidden` for anyone else).
 #[utoipa::path(post, path = paths::PRODUCERS, tag = "producers", request_body = InitProducerRequest,
     responses(
         (status = 200, description = "The identity to put on produce requests", body = ProducerIdentity),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 403, description = "The producer id was issued to another principal (`forbidden`)", body = ErrorBody),
         (status = 404, description = "A producer id this server never issued (`producer_not_found`)", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "A negative id (`invalid`), or the id's epochs are used up (`invalid_producer`)", body = ErrorBody),
@@ -31,7 +34,7 @@ pub async fn init_producer(
     State(state): State<AppState>,
     // Any authenticated caller may get an id: it grants nothing, and every produce that
     // carries it is checked for `write` on its topic.
-    _caller: Caller,
+    caller: Caller,
     ApiJson(request): ApiJson<InitProducerRequest>,
 ) -> Result<Json<ProducerIdentity>, ApiError> {
     if let Some(id) = request.producer_id.filter(|id| *id < 0) {
@@ -42,7 +45,10 @@ pub async fn init_producer(
             format!("producer_id must be >= 0 (an id POST /v1/producers issued), not {id}"),
         ));
     }
-    let (producer_id, producer_epoch) = state.broker.init_producer(request.producer_id).await?;
+    let (producer_id, producer_epoch) = state
+        .broker
+        .init_producer(&caller, request.producer_id)
+        .await?;
     Ok(Json(ProducerIdentity {
         producer_id,
         producer_epoch,
