@@ -882,6 +882,18 @@ async fn three_groups_on_one_topic_keep_independent_offsets() {
     for group in ["alpha", "gamma"] {
         assert_eq!(committed(&api, group).await, commits[group], "{group}");
     }
+    // The group goes as a whole, though it once had members: it stayed listed and described,
+    // and a second delete answered 204 again.
+    expect_error(api.get("/v1/groups/beta").await, 404, "group_not_found").await;
+    let listed = api.get_json("/v1/groups").await.to_string();
+    assert!(!listed.contains("\"beta\""), "{listed}");
+    assert!(listed.contains("\"alpha\""), "{listed}");
+    expect_error(
+        delete(&api, "/v1/groups/beta/offsets").await,
+        404,
+        "group_not_found",
+    )
+    .await;
 
     // A new member of each remaining group resumes at that group's own offsets.
     for group in ["alpha", "gamma"] {

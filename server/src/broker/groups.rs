@@ -497,8 +497,8 @@ impl Broker {
         Ok(self.visible_offsets(caller, group))
     }
 
-    /// Deletes every committed offset of a group without live members. Needs `delete` on the
-    /// group.
+    /// Deletes a group without live members: every committed offset, and what the coordinator
+    /// kept of it (generation, eviction history). Needs `delete` on the group.
     ///
     /// # Errors
     /// Not allowed, an unknown group, live members, storage failures.
@@ -509,7 +509,9 @@ impl Broker {
     ) -> Result<(), GroupOpError> {
         self.authorize(caller, Operation::Delete, Resource::group(group))?;
         self.known_group(group)?;
-        if self.coordinator.member_count(group) > 0 {
+        // The group goes as a whole, as with Kafka's DeleteGroups: a group that once had
+        // members stayed listed and described after its delete answered 204.
+        if self.coordinator.forget_if_empty(group).is_err() {
             return Err(GroupOpError::LiveMembers {
                 group: group.to_string(),
                 hint: "",

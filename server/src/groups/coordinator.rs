@@ -666,6 +666,21 @@ impl Coordinator {
             .map_or(0, |g| g.members.len())
     }
 
+    /// Forgets a group without members (its generation and eviction history), as Kafka's
+    /// DeleteGroups does; returns the number of live members when there are any, and keeps
+    /// the group then. Checked and removed under one lock, so a join cannot slip in between.
+    pub fn forget_if_empty(&self, group_id: &str) -> Result<(), usize> {
+        let mut groups = self.groups.lock();
+        match groups.get(group_id).map(|g| g.members.len()) {
+            Some(members) if members > 0 => Err(members),
+            Some(_) => {
+                groups.remove(group_id);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Groups the coordinator knows (with or without members).
     pub fn groups(&self) -> Vec<String> {
         self.groups.lock().keys().cloned().collect()

@@ -508,7 +508,9 @@ pub async fn get_offsets(
     Ok(Json(group_offsets(group, offsets)))
 }
 
-/// Delete every committed offset of a group that has no live members.
+/// Delete a group that has no live members: every committed offset, and the group itself
+/// (as Kafka's DeleteGroups). Afterwards the group is not listed and describing it answers
+/// 404, until a member joins or an offset is committed again.
 ///
 /// Needs `delete` on the group.
 #[utoipa::path(delete, path = paths::GROUP_OFFSETS, tag = "groups",
