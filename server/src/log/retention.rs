@@ -10,7 +10,8 @@ use super::segments::SegmentMap;
 pub struct RetentionPolicy {
     /// Segments whose newest record is older than this (ms) go.
     pub retention_ms: i64,
-    /// Oldest segments go while the log holds more than this (bytes).
+    /// Oldest segments go while the log would still hold at least this many bytes without
+    /// them (Kafka's rule: retention never takes the log below `retention.bytes`).
     pub retention_bytes: i64,
 }
 
@@ -43,7 +44,9 @@ pub fn is_expired(max_timestamp: Option<i64>, retention_ms: i64, now_ms: i64) ->
 }
 
 /// Where retention moves the log start: past every candidate, oldest first, that is expired or
-/// that the log can lose while it holds more than `retention_bytes`. `total_bytes` is the size
+/// that the log can lose and still hold at least `retention_bytes` (as Kafka decides: a
+/// segment goes only if the log keeps `retention.bytes` without it, so a user who sets 1 GB
+/// keeps at least 1 GB, never up to a segment less). `total_bytes` is the size
 /// of the whole log, candidates and the rest (the active segment, segments not eligible).
 /// Stops at the first candidate that may stay. `None` when nothing is due.
 pub fn retention_cut(
@@ -56,7 +59,8 @@ pub fn retention_cut(
     let mut cut = None;
     for segment in candidates {
         let expired = is_expired(segment.max_timestamp, policy.retention_ms, now_ms);
-        let oversized = u64::try_from(policy.retention_bytes).is_ok_and(|limit| remaining > limit);
+        let oversized = u64::try_from(policy.retention_bytes)
+            .is_ok_and(|limit| remaining.saturating_sub(segment.size) >= limit);
         if !(expired || oversized) {
             break;
         }
@@ -141,22 +145,25 @@ mod tests {
     }
 
     #[test]
-    fn size_retention_drops_oldest_until_the_log_fits() {
+    fn size_retention_drops_oldest_while_the_rest_still_holds_the_limit() {
         let policy = RetentionPolicy {
             retention_ms: -1,
             retention_bytes: 25,
         };
         let segments = [segment(10, 10, Some(NOW)), segment(20, 10, Some(NOW))];
-        // 40 bytes in all (20 of them not candidates): one segment must go, then 30 > 25 still,
-        // so the second goes too.
-        assert_eq!(retention_cut(segments, 40, policy, NOW), Some(20));
-        assert_eq!(retention_cut(segments, 30, policy, NOW), Some(10));
+        // 50 bytes in all (30 of them not candidates): both can go and leave 30 >= 25.
+        assert_eq!(retention_cut(segments, 50, policy, NOW), Some(20));
+        // 40: the first goes (30 left); the second would leave 20 < 25, so it stays.
+        assert_eq!(retention_cut(segments, 40, policy, NOW), Some(10));
+        assert_eq!(retention_cut(segments, 35, policy, NOW), Some(10));
+        // 34: without the first, 24 < 25: Kafka keeps it, and so does Strata.
+        assert_eq!(retention_cut(segments, 34, policy, NOW), None);
         assert_eq!(retention_cut(segments, 25, policy, NOW), None);
     }
 
     proptest! {
         /// The cut equals a direct model: the longest prefix of candidates each of which is
-        /// expired or oversized given the bytes left before it.
+        /// expired or leaves at least `retention_bytes` behind it.
         #[test]
         fn the_cut_is_the_longest_removable_prefix(
             sizes in proptest::collection::vec((1u64..100, proptest::option::of(0i64..2_000_000)), 0..12),
@@ -175,7 +182,7 @@ mod tests {
             let mut expected = None;
             for c in &candidates {
                 let old = retention_ms >= 0 && c.max_timestamp.is_none_or(|t| t < NOW - retention_ms);
-                let big = retention_bytes >= 0 && left > retention_bytes as u64;
+                let big = retention_bytes >= 0 && left - c.size >= retention_bytes as u64;
                 if !(old || big) { break; }
                 left -= c.size;
                 expected = Some(c.end_offset);

@@ -212,7 +212,8 @@ fn join_errors(errors: &[ConfigError]) -> String {
 pub struct TopicConfig {
     /// Delete segments whose newest record is older than this; `-1` = forever.
     pub retention_ms: i64,
-    /// Per-partition size cap, oldest segments deleted first; `-1` = no cap.
+    /// Per-partition size cap, oldest segments deleted first while the rest still holds at
+    /// least this much (Kafka's rule); `-1` = no cap.
     pub retention_bytes: i64,
     /// Roll to a new segment at this size.
     pub segment_bytes: i64,
