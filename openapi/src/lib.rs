@@ -39,9 +39,9 @@ pub use offsets::{
 };
 pub use producers::{InitProducerRequest, ProducerIdentity};
 pub use records::{
-    Acks, AnswerShape, CompactProduceResponse, FetchQuery, FetchResponse, FetchedRecord, JsonText,
-    PartitionAppend, ProduceAnswer, ProduceQuery, ProduceRecord, ProduceRequest, ProduceResponse,
-    ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
+    Acks, AnswerShape, CompactProduceResponse, FetchQuery, FetchResponse, FetchedHeader,
+    FetchedRecord, JsonText, PartitionAppend, ProduceAnswer, ProduceQuery, ProduceRecord,
+    ProduceRequest, ProduceResponse, ProducerFields, RecordBatchBytes, RecordOffset, ValueFormat,
 };
 pub use streams::{MemberStreamData, PartitionStreamData, StreamEnd, StreamEndReason, StreamPing};
 pub use topics::{
@@ -73,6 +73,7 @@ mod tests {
         AnswerShape,
         FetchQuery,
         FetchResponse,
+        FetchedHeader,
         FetchedRecord,
         ProduceQuery,
         ProduceRecord,
@@ -121,6 +122,7 @@ mod tests {
         "AnswerShape",
         "FetchQuery",
         "FetchResponse",
+        "FetchedHeader",
         "FetchedRecord",
         "ProduceQuery",
         "ProduceRecord",

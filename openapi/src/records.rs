@@ -365,7 +365,29 @@ pub struct FetchedRecord {
     pub value_base64: Option<String>,
     /// Record headers: name to value (UTF-8 text, or base64 with `value_format=base64`);
     /// `null` is a header without a value. Empty object when the record has no headers.
+    /// Kafka allows a name more than once and any bytes as a value, which a map of text cannot
+    /// hold: a repeated name shows its last value here (as Kafka's `lastHeader`), a value that
+    /// is not UTF-8 text is left out, and `header_list` then carries every header.
     pub headers: BTreeMap<String, Option<String>>,
+    /// Every header in record order, present only when `headers` cannot show them all (a
+    /// repeated name, or a value that is not UTF-8 text in the `json` and `string` formats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_list: Option<Vec<FetchedHeader>>,
+}
+
+/// One record header, in `header_list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FetchedHeader {
+    /// Header name.
+    pub key: String,
+    /// Header value as in `headers` (UTF-8 text, or base64 with `value_format=base64`);
+    /// `null` for a header without a value, or when the bytes are not UTF-8 text (then
+    /// `value_base64` is set).
+    #[schema(required = true)]
+    pub value: Option<String>,
+    /// The value as base64, present only when its bytes are not UTF-8 text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_base64: Option<String>,
 }
 
 /// JSON response of fetch (`Accept: application/json`).

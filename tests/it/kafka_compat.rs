@@ -335,3 +335,63 @@ async fn a_log_append_time_topic_stamps_raw_batches_with_the_servers_clock() {
         &stored[..header.total_len()]
     ));
 }
+
+/// Kafka headers may repeat a name (tracing, Spring's type headers) and carry any bytes. The
+/// JSON answer replaced bytes that are not UTF-8 with U+FFFD and kept only the last value of a
+/// repeated name, silently; now `header_list` carries every header whenever the map cannot.
+#[tokio::test]
+async fn repeated_and_binary_headers_come_back_whole_in_json() {
+    use strata_server::log::RecordHeader;
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("traced", 1).await;
+    let header = |key: &str, value: Option<&[u8]>| RecordHeader {
+        key: key.to_string(),
+        value: value.map(Bytes::copy_from_slice),
+    };
+    let mut with_headers = records("h", 2);
+    with_headers[0].headers = vec![
+        header("h", Some(b"1")),
+        header("h", Some(b"2")),
+        header("bin", Some(&[0xff, 0xfe])),
+        header("n", None),
+    ];
+    with_headers[1].headers = vec![header("h", Some(b"only"))];
+    let body = encode_batch(&BatchOptions::default(), &with_headers).unwrap();
+    let response = post_raw(&api, "/v1/topics/traced/partitions/0/records", body).await;
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+    for format in ["json", "string"] {
+        let fetched = api
+            .get_json(&format!(
+                "/v1/topics/traced/partitions/0/records?offset=0&value_format={format}"
+            ))
+            .await;
+        let first = &fetched["records"][0];
+        assert_eq!(
+            first["headers"],
+            json!({"h": "2", "n": null}),
+            "{format}: {first}"
+        );
+        assert_eq!(
+            first["header_list"],
+            json!([
+                {"key": "h", "value": "1"},
+                {"key": "h", "value": "2"},
+                {"key": "bin", "value": null, "value_base64": "//4="},
+                {"key": "n", "value": null}
+            ]),
+            "{format}"
+        );
+        // A map that shows every header needs no list.
+        let second = &fetched["records"][1];
+        assert_eq!(second["headers"], json!({"h": "only"}));
+        assert!(second.get("header_list").is_none(), "{second}");
+    }
+    let base64 = api
+        .get_json("/v1/topics/traced/partitions/0/records?offset=0&value_format=base64")
+        .await;
+    assert_eq!(
+        base64["records"][0]["header_list"][2],
+        json!({"key": "bin", "value": "//4="})
+    );
+}

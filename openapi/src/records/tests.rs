@@ -82,6 +82,7 @@ fn fetched_record_always_has_key_value_and_headers() {
         value: None,
         value_base64: None,
         headers: BTreeMap::new(),
+        header_list: None,
     };
     assert_eq!(
         serde_json::to_value(&record).unwrap(),

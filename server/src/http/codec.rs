@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use serde_json::Value;
-use strata_openapi::{ErrorCode, FetchedRecord, JsonText, ProduceRecord, ValueFormat};
+use strata_openapi::{
+    ErrorCode, FetchedHeader, FetchedRecord, JsonText, ProduceRecord, ValueFormat,
+};
 
 use super::error::ApiError;
 use crate::broker::produce::IncomingRecord;
@@ -118,19 +120,7 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
             ValueFormat::Base64 => (Some(JsonText::string(&encode_base64(bytes))), None),
         },
     };
-    let headers: BTreeMap<String, Option<String>> = record
-        .headers
-        .iter()
-        .map(|header| {
-            let value = header.value.as_ref().map(|bytes| match format {
-                ValueFormat::Base64 => encode_base64(bytes),
-                ValueFormat::Json | ValueFormat::String => {
-                    String::from_utf8_lossy(bytes).into_owned()
-                }
-            });
-            (header.key.clone(), value)
-        })
-        .collect();
+    let (headers, header_list) = fetched_headers(&record.headers, format);
     FetchedRecord {
         partition,
         offset: u64::try_from(record.offset).unwrap_or(0),
@@ -140,7 +130,49 @@ pub fn to_fetched_record(partition: u32, record: &Record, format: ValueFormat) -
         value,
         value_base64,
         headers,
+        header_list,
     }
+}
+
+/// A record's headers as the `headers` map, plus `header_list` when the map cannot show them
+/// all: it used to replace bytes that are not UTF-8 with U+FFFD and keep only the last value
+/// of a repeated name, silently.
+fn fetched_headers(
+    stored: &[RecordHeader],
+    format: ValueFormat,
+) -> (BTreeMap<String, Option<String>>, Option<Vec<FetchedHeader>>) {
+    let list: Vec<FetchedHeader> = stored
+        .iter()
+        .map(|header| {
+            let (value, value_base64) = match (&header.value, format) {
+                (None, _) => (None, None),
+                (Some(bytes), ValueFormat::Base64) => (Some(encode_base64(bytes)), None),
+                (Some(bytes), ValueFormat::Json | ValueFormat::String) => {
+                    match std::str::from_utf8(bytes) {
+                        Ok(text) => (Some(text.to_string()), None),
+                        Err(_) => (None, Some(encode_base64(bytes))),
+                    }
+                }
+            };
+            FetchedHeader {
+                key: header.key.clone(),
+                value,
+                value_base64,
+            }
+        })
+        .collect();
+    let mut map = BTreeMap::new();
+    let mut faithful = true;
+    for header in &list {
+        if header.value_base64.is_some() {
+            faithful = false;
+            continue;
+        }
+        faithful &= map
+            .insert(header.key.clone(), header.value.clone())
+            .is_none();
+    }
+    (map, (!faithful).then_some(list))
 }
 
 /// Base64 is most of the CPU of a JSON fetch or produce of binary values: the SIMD codec
