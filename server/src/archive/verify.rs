@@ -225,6 +225,9 @@ struct Entries {
     keys: HashSet<String>,
 }
 
+/// Reads of one partition's log while a running server keeps signing larger trees.
+const LIVE_ATTEMPTS: u32 = 3;
+
 /// One partition after its log was read: what remains is checking its segments.
 struct Prepared {
     report: PartitionReport,
@@ -239,21 +242,38 @@ async fn prepare_partition(
     keys: &[NoteVerifier],
     options: &VerifyOptions,
 ) -> Prepared {
-    let mut report = PartitionReport {
-        topic: topic.to_string(),
-        partition: number,
-        ..PartitionReport::default()
-    };
     let prefix = layout::tlog_dir(topic, number);
-    let Some((checkpoint, tree, raw)) = load_log(store, &prefix, keys, &mut report).await else {
-        return Prepared {
-            report,
-            entries: None,
-            live: Vec::new(),
+    // A running server may publish while we read: a tree signed after the log was loaded is
+    // read again, a few times, rather than taken for a rewritten history.
+    let mut attempts = 0;
+    let (mut report, checkpoint, tree, raw) = loop {
+        attempts += 1;
+        let mut attempt = PartitionReport {
+            topic: topic.to_string(),
+            partition: number,
+            ..PartitionReport::default()
         };
+        let Some((checkpoint, tree, raw)) = load_log(store, &prefix, keys, &mut attempt).await
+        else {
+            return Prepared {
+                report: attempt,
+                entries: None,
+                live: Vec::new(),
+            };
+        };
+        let newer = check_history(store, &prefix, keys, &tree, &mut attempt).await;
+        if newer.is_none() || attempts == LIVE_ATTEMPTS {
+            if let Some(size) = newer {
+                attempt.warnings.push(format!(
+                    "{prefix}: a tree of {size} entries was signed while this verification \
+                     ran; it covers the {} verified here, run verify again to check it",
+                    tree.size()
+                ));
+            }
+            break (attempt, checkpoint, tree, raw);
+        }
     };
     report.tree_size = checkpoint.size;
-    check_history(store, &prefix, keys, &tree, &mut report).await;
     for (t, p, note) in &options.checkpoints {
         if t == topic && *p == number {
             check_older(note, keys, &tree, &prefix, &mut report);
@@ -291,13 +311,25 @@ async fn load_log(
             return None;
         }
     };
-    let Some(checkpoint) = open(&text, keys) else {
+    let Some(mut checkpoint) = open(&text, keys) else {
         report.failures.push(Failure::new(
             key.to_string(),
             "no signature of a trusted key verifies",
         ));
         return None;
     };
+    // As the writer loads it (ADR 0010): a writer stopped between the history note and
+    // `checkpoint` leaves a larger signed tree in the history, and that is the log.
+    if let Some(newest) = newest_history_note(store, prefix, keys).await
+        && newest.size > checkpoint.size
+    {
+        report.warnings.push(format!(
+            "{key} signs {} entries, a history note {}: a writer stopped between the two; \
+             verified the larger tree",
+            checkpoint.size, newest.size
+        ));
+        checkpoint = newest;
+    }
     let size = checkpoint.size;
     let entries: Vec<(String, Vec<u8>)> = match read_entries(store, prefix, size).await {
         Ok(entries) => entries
@@ -409,21 +441,28 @@ async fn check_tile_objects(
             (Ok(Some(_)), Some(_)) => report
                 .failures
                 .push(Failure::new(key, "differs from the log's entries")),
-            (Ok(Some(_)), None) => report
-                .failures
-                .push(Failure::new(key, "beyond the signed log")),
+            // Not covered by any signature, so it claims nothing: a publish in progress
+            // writes bundles and tiles before it signs, and a writer stopped there leaves
+            // them for the next one to replace.
+            (Ok(Some(_)), None) => report.warnings.push(format!(
+                "{key}: beyond the signed log (a publish in progress, or one a stopped writer \
+                 left unsigned)"
+            )),
         }
     }
 }
 
 /// Every checkpoint in `checkpoints/` is signed and has the root of the log's first entries.
+/// Returns the size of a signed tree larger than `tree` (signed after the log was read),
+/// which cannot be checked against it.
 async fn check_history(
     store: &dyn ObjectStore,
     prefix: &Path,
     keys: &[NoteVerifier],
     tree: &Tree,
     report: &mut PartitionReport,
-) {
+) -> Option<u64> {
+    let mut newer = None;
     let dir = prefix.clone().join("checkpoints");
     let listed = strata_tiering::store::list_sorted(store, Some(&dir))
         .await
@@ -449,6 +488,7 @@ async fn check_history(
                     .failures
                     .push(Failure::new(key, "stored under another size"));
             }
+            Some(old) if old.size > tree.size() => newer = newer.max(Some(old.size)),
             Some(old) if tree.prefix_root(old.size) != Some(old.root) => {
                 report.failures.push(Failure::new(
                     key,
@@ -458,6 +498,33 @@ async fn check_history(
             Some(_) => {}
         }
     }
+    newer
+}
+
+/// The largest tree a history note in `checkpoints/` signs with a trusted key, under its own
+/// size's name.
+async fn newest_history_note(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+    keys: &[NoteVerifier],
+) -> Option<Checkpoint> {
+    let dir = prefix.clone().join("checkpoints");
+    let listed = strata_tiering::store::list_sorted(store, Some(&dir))
+        .await
+        .unwrap_or_default();
+    // Names are zero-padded sizes, so the last that verifies is the largest.
+    for object in listed.iter().rev() {
+        let Ok(Some(bytes)) = get(store, &object.location).await else {
+            continue;
+        };
+        let Some(note) = open(&String::from_utf8_lossy(&bytes), keys) else {
+            continue;
+        };
+        if object.location.filename() == Some(format!("{:020}", note.size).as_str()) {
+            return Some(note);
+        }
+    }
+    None
 }
 
 /// A checkpoint the auditor kept must be consistent with the current log.
