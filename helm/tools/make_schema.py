@@ -65,6 +65,7 @@ CONFIG = strict({
     "tiering_orphan_grace_ms": INT,
     # Mount the key from a Secret with extraVolumes and point this at it.
     "archive_signing_key_file": STR,
+    "archive_allow_new_signing_key": BOOL,
     "audit_upload_idle_ms": POS,
     # mtls is left out on purpose: kubelet probes cannot present a client certificate. Use
     # api_key with tls.clientCa, where a certificate authenticates like a key.

@@ -70,6 +70,10 @@ pub struct Config {
     /// Checkpoint signing key of the bucket's transparency logs (`PRIVATE+KEY+...`); empty:
     /// `<data_dir>/archive/signing.key`, created on first start.
     pub archive_signing_key_file: String,
+    /// Allow a new signing key for a bucket whose logs another key signed (a data directory
+    /// lost with its key). Off, such a start is refused: a silently new key would leave an
+    /// auditor holding the old one unable to verify anything signed from then on.
+    pub archive_allow_new_signing_key: bool,
     /// Longest time an entry of the read audit (`__audit_reads`) waits locally before its
     /// segment rolls and is uploaded to the bucket, in ms.
     pub audit_upload_idle_ms: u64,
@@ -205,6 +209,7 @@ impl Default for Config {
             tiering_chunk_cache_bytes: 256 << 20,
             tiering_orphan_grace_ms: 3_600_000,
             archive_signing_key_file: String::new(),
+            archive_allow_new_signing_key: false,
             audit_upload_idle_ms: 60_000,
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
@@ -285,6 +290,10 @@ pub struct ConfigArgs {
     /// Checkpoint signing key file of the bucket's transparency logs.
     #[arg(long, env = "STRATA_ARCHIVE_SIGNING_KEY_FILE")]
     pub archive_signing_key_file: Option<String>,
+    /// Start with a new signing key although the bucket's logs were signed by another (true
+    /// or false).
+    #[arg(long, env = "STRATA_ARCHIVE_ALLOW_NEW_SIGNING_KEY")]
+    pub archive_allow_new_signing_key: Option<bool>,
     /// Longest wait in ms before read-audit entries are uploaded.
     #[arg(long, env = "STRATA_AUDIT_UPLOAD_IDLE_MS")]
     pub audit_upload_idle_ms: Option<u64>,
@@ -414,6 +423,7 @@ impl Config {
             tiering_chunk_cache_bytes,
             tiering_orphan_grace_ms,
             archive_signing_key_file,
+            archive_allow_new_signing_key,
             audit_upload_idle_ms,
             auth_mode,
             auth_keys_file,
@@ -463,6 +473,7 @@ impl Config {
             chunk_cache_bytes: self.tiering_chunk_cache_bytes,
             orphan_grace_ms: i64::try_from(self.tiering_orphan_grace_ms).unwrap_or(i64::MAX),
             signing_key_file: self.archive_signing_key_file.clone(),
+            allow_new_signing_key: self.archive_allow_new_signing_key,
         }
     }
 

@@ -413,7 +413,13 @@ async fn every_read_is_audited_and_verify_lists_the_same_entries(store: TestStor
     }
 
     // A server restored from the bucket alone has the audit, and its entries continue after it.
-    let restored = Server::start(store.options(None));
+    // A restore onto a data directory that lost its key needs a new key allowed on purpose.
+    let mut options = store.options(None);
+    options.args.extend([
+        "--archive-allow-new-signing-key".to_string(),
+        "true".to_string(),
+    ]);
+    let restored = Server::start(options);
     let api = Api::new(&restored);
     let audit = api.offsets(AUDIT, 0).await;
     assert_eq!(audit["latest"], json!(entries.len()), "{audit}");

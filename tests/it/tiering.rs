@@ -272,7 +272,28 @@ async fn cold_reads_and_restore(store: TestStore) {
     // Restore: a new server with an empty data directory against the same bucket.
     server.terminate();
     let fresh = tempfile::tempdir().unwrap();
-    let restored = Server::start(store.options(Some(fresh.path().to_path_buf())));
+    // Without the archive's signing key it refuses: a silently new key would sign every later
+    // checkpoint, and an auditor holding the old key could verify none of them.
+    let refused =
+        strata_tests::serve_until_exit(fresh.path(), &store.options(None), Duration::from_secs(60));
+    let (status, stderr) = refused.expect("a restore without the signing key must not start");
+    assert!(!status.success());
+    assert!(
+        stderr.contains("--archive-signing-key-file") && stderr.contains(".vkey"),
+        "{stderr}"
+    );
+    assert!(
+        !fresh.path().join("archive/signing.key").exists(),
+        "no key is made when the start is refused"
+    );
+    // With the key it was signed with, as an operator restoring the archive would.
+    let key = server.data_dir().join("archive/signing.key");
+    let mut options = store.options(Some(fresh.path().to_path_buf()));
+    options.args.extend([
+        "--archive-signing-key-file".to_string(),
+        key.display().to_string(),
+    ]);
+    let restored = Server::start(options);
     let api = Api::new(&restored);
     let tiered_end = offsets["latest_tiered"].as_u64().unwrap();
     let described = api.get_json("/v1/topics/cold").await;

@@ -387,6 +387,44 @@ impl Drop for InProcessServer {
     }
 }
 
+/// Runs `strata serve` on `data_dir` with `options`' arguments and environment, expecting it
+/// to stop by itself (a start it refuses); kills it after `limit`. Returns its exit status and
+/// its stderr, or `None` when it was still running at the limit.
+// A bounded wait for a real process: the one other place tests wait.
+#[allow(clippy::disallowed_methods)]
+pub fn serve_until_exit(
+    data_dir: &Path,
+    options: &ServerOptions,
+    limit: Duration,
+) -> Option<(ExitStatus, String)> {
+    let mut child = Command::new(binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(&options.args)
+        .envs(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            return Some((status, stderr));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The `strata-under-test` binary. `env!("CARGO_BIN_EXE_...")` exists only when compiling
 /// integration tests, not this library, so the path is found at run time: cargo's variable if
 /// the runner sets it, else next to the test executable's `deps/` directory, where cargo puts

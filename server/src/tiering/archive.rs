@@ -84,6 +84,46 @@ pub fn load_or_create_signer(path: &Path) -> Result<NoteSigner, TieringError> {
     }
 }
 
+/// Refuses to make a signing key for a bucket that already publishes verification keys: the
+/// data directory (and its key) was lost or is a fresh one pointed at an old bucket. A new key
+/// would sign every later checkpoint, so an auditor who holds the old key could verify nothing
+/// from then on, and nothing would say why. The operator gives the old key, or allows a new one.
+///
+/// # Errors
+/// [`TieringError::Local`] naming the bucket's keys and both ways out; store failures.
+pub async fn refuse_a_second_key(
+    store: &strata_tiering::store::TierStore,
+    key_file: &Path,
+) -> Result<(), TieringError> {
+    let objects = store.scoped();
+    let published =
+        strata_tiering::store::list_sorted(objects.as_ref(), Some(&layout::tlog_keys_dir()))
+            .await
+            .map_err(TieringError::from)?;
+    let names: Vec<String> = published
+        .iter()
+        .filter_map(|o| o.location.filename().map(str::to_string))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(TieringError::Local {
+        path: key_file.display().to_string(),
+        reason: format!(
+            "no archive signing key here, but the bucket's transparency logs were signed by \
+             {} ({}): give that key with --archive-signing-key-file (or \
+             STRATA_ARCHIVE_SIGNING_KEY_FILE), or start a new key on purpose with \
+             --archive-allow-new-signing-key true (auditors then need both verification keys)",
+            if names.len() == 1 {
+                "another key"
+            } else {
+                "other keys"
+            },
+            names.join(", ")
+        ),
+    })
+}
+
 fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

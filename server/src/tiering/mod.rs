@@ -56,6 +56,8 @@ pub struct TieringSettings {
     /// The transparency logs' checkpoint signing key (`PRIVATE+KEY+...`); empty:
     /// `<data_dir>/archive/signing.key`, created on first start.
     pub signing_key_file: String,
+    /// Make a new signing key although the bucket's logs were signed by another.
+    pub allow_new_signing_key: bool,
 }
 
 /// Why tiering could not start or an operation failed.
@@ -261,6 +263,9 @@ impl Tiering {
         } else {
             std::path::PathBuf::from(&settings.signing_key_file)
         };
+        if !key_file.exists() && !settings.allow_new_signing_key {
+            archive::refuse_a_second_key(&store, &key_file).await?;
+        }
         let signer = archive::load_or_create_signer(&key_file)?;
         let deleting = data_dir.join("deleting");
         let pending = pending_deletions::PendingDeletions::open(deleting.clone()).map_err(|e| {

@@ -68,6 +68,7 @@ async fn fixture_with_partitions(partitions: u32) -> Fixture {
         chunk_cache_bytes: 1 << 20,
         orphan_grace_ms: 0,
         signing_key_file: String::new(),
+        allow_new_signing_key: false,
     };
     let signer = NoteSigner::from_seed("strata-test", [5; 32]).unwrap();
     let pending = PendingDeletions::open(dir.path().join("deleting")).unwrap();
