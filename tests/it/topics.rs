@@ -322,3 +322,57 @@ async fn create_with_null_config_takes_the_default_as_documented() {
         "a description never shows null"
     );
 }
+
+/// A `POST` that creates something answers 201 with a `Location` a client can follow (RFC
+/// 9110), for topics, legal holds and API keys.
+#[tokio::test]
+async fn creates_say_where_the_new_resource_lives() {
+    let server = strata_tests::Server::start_default();
+    let api = strata_tests::Api::new(&server);
+    let created = api
+        .post(
+            "/v1/topics",
+            &serde_json::json!({"name": "placed", "partitions": 1}),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    let location = created.headers()["location"].to_str().unwrap().to_string();
+    assert_eq!(location, "/v1/topics/placed");
+    assert_eq!(api.get_json(&location).await["name"], "placed");
+    api.produce("placed", &serde_json::json!({"records": [{"value": 1}]}))
+        .await;
+    let hold = api
+        .post(
+            "/v1/topics/placed/legal-holds",
+            &serde_json::json!({"reason": "case 7", "start_ms": 0}),
+        )
+        .await;
+    assert_eq!(hold.status(), 201);
+    let location = hold.headers()["location"].to_str().unwrap().to_string();
+    let body: serde_json::Value = hold.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!(
+            "/v1/topics/placed/legal-holds/{}",
+            body["id"].as_str().unwrap()
+        )
+    );
+    let released = api.client.delete(api.url(&location)).send().await.unwrap();
+    assert_eq!(
+        released.status(),
+        200,
+        "the Location names the hold to release"
+    );
+    let key = api
+        .post("/v1/auth/keys", &serde_json::json!({"principal": "svc"}))
+        .await;
+    assert_eq!(key.status(), 201);
+    let location = key.headers()["location"].to_str().unwrap().to_string();
+    let body: serde_json::Value = key.json().await.unwrap();
+    assert_eq!(
+        location,
+        format!("/v1/auth/keys/{}", body["id"].as_str().unwrap())
+    );
+    let revoked = api.client.delete(api.url(&location)).send().await.unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+}

@@ -9,6 +9,7 @@ use strata_openapi::ErrorBody;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::created::Created;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::paths;
@@ -100,7 +101,8 @@ fn info(key: StoredKey) -> ApiKeyInfo {
 /// Needs `admin` on the cluster.
 #[utoipa::path(post, path = paths::AUTH_KEYS, tag = "security", request_body = CreateKeyRequest,
     responses(
-        (status = 201, description = "Created", body = CreatedApiKey),
+        (status = 201, description = "Created", body = CreatedApiKey,
+            headers(("Location" = String, description = "Path of the new key (to revoke it)"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
@@ -111,10 +113,15 @@ pub async fn create_key(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<CreateKeyRequest>,
-) -> Result<(StatusCode, Json<CreatedApiKey>), ApiError> {
+) -> Result<Created<CreatedApiKey>, ApiError> {
     let (key, token) = state.broker.create_key(&caller, &request.principal)?;
     let key = info(key);
-    Ok((StatusCode::CREATED, Json(CreatedApiKey { key, token })))
+    let id = key.id.clone();
+    Ok(Created::at(
+        paths::AUTH_KEY,
+        &[("id", &id)],
+        CreatedApiKey { key, token },
+    ))
 }
 
 /// List API keys (never their tokens).

@@ -2,10 +2,10 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use strata_openapi::{CreateLegalHoldRequest, ErrorBody, ErrorCode, LegalHold, LegalHoldList};
 
 use super::AppState;
+use super::created::Created;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::paths;
@@ -25,7 +25,8 @@ use crate::topics::holds::{self, HoldRange};
     params(("topic" = String, Path, description = "Topic name")),
     request_body = CreateLegalHoldRequest,
     responses(
-        (status = 201, description = "Placed", body = LegalHold),
+        (status = 201, description = "Placed", body = LegalHold,
+            headers(("Location" = String, description = "Path of the new hold (to release it)"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 404, description = "No such topic or partition", body = ErrorBody),
         (status = 409, description = "Internal topics cannot be held (`internal_topic`)", body = ErrorBody),
@@ -40,13 +41,19 @@ pub async fn place(
     caller: Caller,
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<CreateLegalHoldRequest>,
-) -> Result<(StatusCode, Json<LegalHold>), ApiError> {
+) -> Result<Created<LegalHold>, ApiError> {
     let range = range_of(&request)?;
     let hold = state
         .broker
         .place_legal_hold(&caller, &topic, range, &request.reason)
         .await?;
-    Ok((StatusCode::CREATED, Json(to_api(&hold))))
+    let hold = to_api(&hold);
+    let id = hold.id.clone();
+    Ok(Created::at(
+        paths::LEGAL_HOLD,
+        &[("topic", &topic), ("id", &id)],
+        hold,
+    ))
 }
 
 /// List the legal holds in force on a topic, oldest first.

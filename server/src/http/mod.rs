@@ -13,6 +13,7 @@ pub mod auth;
 pub mod body_guard;
 pub mod codec;
 pub mod content_encoding;
+mod created;
 pub mod error;
 pub mod extract;
 pub mod fetch;

@@ -12,6 +12,7 @@ use strata_openapi::{
 };
 
 use super::AppState;
+use super::created::Created;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::paths;
@@ -29,7 +30,8 @@ use crate::topics::catalog::Topic;
 /// Needs `create` on the topic.
 #[utoipa::path(post, path = paths::TOPICS, tag = "topics", request_body = CreateTopicRequest,
     responses(
-        (status = 201, description = "Created", body = TopicDescription),
+        (status = 201, description = "Created", body = TopicDescription,
+            headers(("Location" = String, description = "Path of the new topic"))),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 409, description = "The topic exists (`topic_already_exists`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -41,15 +43,17 @@ pub async fn create_topic(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<CreateTopicRequest>,
-) -> Result<(StatusCode, Json<TopicDescription>), ApiError> {
+) -> Result<Created<TopicDescription>, ApiError> {
     let partitions = request.partitions.unwrap_or(1);
     let topic = state
         .broker
         .create_topic(&caller, &request.name, partitions, &request.configs)
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(describe(&state.broker, &topic).await),
+    let description = describe(&state.broker, &topic).await;
+    Ok(Created::at(
+        paths::TOPIC,
+        &[("topic", topic.name())],
+        description,
     ))
 }
 
