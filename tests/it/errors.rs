@@ -463,6 +463,40 @@ async fn a_lone_surrogate_escape_is_refused_with_a_message_that_names_it() {
     assert_eq!(fetched["records"][0]["value"], "\u{1F600}", "{fetched}");
 }
 
+/// A body whose bytes are not UTF-8 was told about `\u` escapes and surrogates, which it
+/// never had; the message now names the byte and the way to send binary values.
+#[tokio::test]
+async fn a_body_that_is_not_utf8_is_told_so() {
+    let server = Server::start(ServerOptions::default());
+    let api = Api::new(&server);
+    api.create_topic("bytes", 1).await;
+    for (path, body) in [
+        (
+            "/v1/topics/bytes/records",
+            b"{\"records\":[{\"value\":\"\xff\xfe\"}]}".to_vec(),
+        ),
+        ("/v1/topics", b"{\"name\":\"\xff\"}".to_vec()),
+    ] {
+        let response = api
+            .client
+            .post(api.url(path))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let refused = expect_error(response, 400, "bad_json").await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        let at = body.iter().position(|b| *b >= 0x80).unwrap();
+        assert!(
+            message.contains(&format!("byte {at} is not UTF-8")) && message.contains("base64"),
+            "{message}"
+        );
+        assert!(!message.contains("surrogate"), "{message}");
+    }
+    assert_eq!(api.offsets("bytes", 0).await["latest"], 0);
+}
+
 /// A gzip-encoded body is decoded before it is read (JSON and raw batches alike); a coding the
 /// server does not decode is refused with 415 instead of being read as if it were plain, and a
 /// body that is not the gzip data its header says gets 400. Nothing refused is stored.

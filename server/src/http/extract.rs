@@ -75,6 +75,18 @@ pub fn parse_json_except<T: DeserializeOwned>(
     user_data: impl Fn(&mut Value),
 ) -> Result<T, ApiError> {
     let bad = |e: &serde_json::Error| {
+        // serde_json names bytes that are not UTF-8 "an invalid unicode code point", which
+        // reads like a bad escape; say what is wrong with the body instead.
+        if let Err(not_text) = std::str::from_utf8(body) {
+            return ApiError::new(
+                ErrorCode::BadJson,
+                format!(
+                    "invalid JSON body: byte {} is not UTF-8, and JSON text must be; send \
+                     binary values as base64 (value_format=base64)",
+                    not_text.valid_up_to()
+                ),
+            );
+        }
         ApiError::new(
             ErrorCode::BadJson,
             format!(

@@ -76,14 +76,14 @@ pub async fn refuse_undeclared_query(
     next: Next,
 ) -> Response {
     let query = request.uri().query().filter(|query| !query.is_empty());
-    if let (Some(query), Some(path)) = (query, request.extensions().get::<MatchedPath>()) {
-        if free.takes_none(request.method(), path.as_str()) {
-            return ApiError::new(
-                ErrorCode::BadQuery,
-                format!("this endpoint takes no query parameters, got \"{query}\""),
-            )
-            .into_response();
-        }
+    if let (Some(query), Some(path)) = (query, request.extensions().get::<MatchedPath>())
+        && free.takes_none(request.method(), path.as_str())
+    {
+        return ApiError::new(
+            ErrorCode::BadQuery,
+            format!("this endpoint takes no query parameters, got \"{query}\""),
+        )
+        .into_response();
     }
     next.run(request).await
 }
