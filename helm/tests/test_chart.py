@@ -186,6 +186,20 @@ def test_config_values_reach_the_toml_with_their_types():
     assert overridden["max_connections"] == 77
 
 
+def test_the_archive_signing_key_comes_from_its_secret():
+    """A pod on an empty volume needs the key the bucket was signed with, or it refuses to start."""
+    docs = render(["ci/production-values.yaml"])
+    assert strata_toml(docs)["archive_signing_key_file"] == "/etc/strata/archive/signing.key"
+    spec = find(docs, "StatefulSet")["spec"]["template"]["spec"]
+    volume = next(v for v in spec["volumes"] if v["name"] == "archive-key")
+    assert volume["secret"]["secretName"] == "strata-archive-key"
+    assert volume["secret"]["items"] == [{"key": "signing.key", "path": "signing.key"}]
+    mounts = {m["name"]: m for m in container(docs)["volumeMounts"]}
+    assert mounts["archive-key"]["mountPath"] == "/etc/strata/archive"
+    assert mounts["archive-key"]["readOnly"] is True
+    assert "archive_signing_key_file" not in strata_toml(render([]))
+
+
 def test_config_changes_roll_the_pods():
     def checksum(*extra):
         return find(render([], *extra), "StatefulSet")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]

@@ -150,6 +150,7 @@ SCHEMA = strict({
         }),
     }),
     "auth": strict({"keysSecret": STR}),
+    "archive": strict({"signingKeySecret": STR}),
     "metrics": strict({
         "serviceMonitor": strict({"enabled": BOOL, "interval": DURATION,
                                   "scrapeTimeout": DURATION, "labels": LABELS,

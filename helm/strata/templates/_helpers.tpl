@@ -93,6 +93,9 @@ tls_client_principal = {{ .Values.tls.clientPrincipal | quote }}
 {{- if .Values.auth.keysSecret }}
 auth_keys_file = "/etc/strata/auth/keys.json"
 {{- end }}
+{{- if .Values.archive.signingKeySecret }}
+archive_signing_key_file = "/etc/strata/archive/signing.key"
+{{- end }}
 {{- range $key := keys $config | sortAlpha }}
 {{- $value := get $config $key }}
 {{- if not (kindIs "invalid" $value) }}

@@ -99,7 +99,7 @@ pub async fn refuse_a_second_key(
     let published =
         strata_tiering::store::list_sorted(objects.as_ref(), Some(&layout::tlog_keys_dir()))
             .await
-            .map_err(TieringError::from)?;
+            .map_err(TieringError::KeyList)?;
     let names: Vec<String> = published
         .iter()
         .filter_map(|o| o.location.filename().map(str::to_string))
@@ -111,9 +111,10 @@ pub async fn refuse_a_second_key(
         path: key_file.display().to_string(),
         reason: format!(
             "no archive signing key here, but the bucket's transparency logs were signed by \
-             {} ({}): give that key with --archive-signing-key-file (or \
-             STRATA_ARCHIVE_SIGNING_KEY_FILE), or start a new key on purpose with \
-             --archive-allow-new-signing-key true (auditors then need both verification keys)",
+             {} ({}): give that key with archive_signing_key_file \
+             (--archive-signing-key-file, STRATA_ARCHIVE_SIGNING_KEY_FILE; the Helm chart's \
+             archive.signingKeySecret), or start a new key on purpose with \
+             archive_allow_new_signing_key = true (auditors then need both verification keys)",
             if names.len() == 1 {
                 "another key"
             } else {

@@ -69,6 +69,9 @@ pub enum TieringError {
     /// The store failed the conditional-write probe.
     #[error("tiered storage: {0}")]
     Probe(#[from] strata_tiering::probe::ProbeError),
+    /// The bucket's published verification keys could not be listed.
+    #[error("tiered storage: cannot list the bucket's archive verification keys: {0}")]
+    KeyList(#[source] object_store::Error),
     /// A manifest operation failed (including being fenced by another writer).
     #[error(transparent)]
     Manifest(#[from] ManifestError),

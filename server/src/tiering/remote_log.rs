@@ -126,6 +126,7 @@ pub fn failure_kind(error: &TieringError) -> FailureKind {
         },
         TieringError::Open(_)
         | TieringError::Probe(_)
+        | TieringError::KeyList(_)
         | TieringError::Upload(_)
         | TieringError::CacheConfig(_)
         | TieringError::Local { .. }
