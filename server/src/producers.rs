@@ -7,7 +7,9 @@
 //! Each id belongs to the principal it was issued to. Bumping its epoch fences every session
 //! that holds it, so only that principal (or a super user) may: ids are issued in sequence and
 //! easy to guess, and any caller could otherwise break another tenant's idempotent pipeline.
-//! Ids issued before owners were recorded have none; the first principal to bump one owns it.
+//! Ids issued without authentication, or before owners were recorded, have no owner and stay
+//! open to anyone, as before: handing them to the first principal that asks would let one
+//! tenant claim every old id, and a server that turns authentication on would lock them all.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,8 +36,8 @@ struct RegistryFile {
 /// Who asks for an identity: the principal, and whether it may bump any id.
 #[derive(Debug, Clone, Copy)]
 pub struct Requester<'a> {
-    /// The caller's principal.
-    pub principal: &'a str,
+    /// The caller's principal; `None` without authentication, where nobody owns an id.
+    pub principal: Option<&'a str>,
     /// A super user (or a server without authentication) may bump any id.
     pub may_bump_any: bool,
 }
@@ -122,7 +124,9 @@ impl ProducerRegistry {
                 let id = next.next_producer_id;
                 next.next_producer_id += 1;
                 next.epochs.insert(id, 0);
-                next.owners.insert(id, requester.principal.to_string());
+                if let Some(principal) = requester.principal {
+                    next.owners.insert(id, principal.to_string());
+                }
                 (id, 0)
             }
             Some(id) => {
@@ -130,12 +134,10 @@ impl ProducerRegistry {
                     .epochs
                     .get(&id)
                     .ok_or(ProducerRegistryError::Unknown(id))?;
-                let owner = next.owners.get(&id);
-                if owner.is_some_and(|o| o != requester.principal) && !requester.may_bump_any {
+                let owner = next.owners.get(&id).map(String::as_str);
+                if owner.is_some_and(|o| Some(o) != requester.principal) && !requester.may_bump_any
+                {
                     return Err(ProducerRegistryError::NotOwner { id });
-                }
-                if owner.is_none() {
-                    next.owners.insert(id, requester.principal.to_string());
                 }
                 let bumped = epoch
                     .checked_add(1)
@@ -183,11 +185,11 @@ mod tests {
     }
 
     const ALICE: Requester<'static> = Requester {
-        principal: "alice",
+        principal: Some("alice"),
         may_bump_any: false,
     };
     const MALLORY: Requester<'static> = Requester {
-        principal: "mallory",
+        principal: Some("mallory"),
         may_bump_any: false,
     };
 
@@ -209,7 +211,7 @@ mod tests {
             "a refused bump fences nobody"
         );
         let admin = Requester {
-            principal: "admin",
+            principal: Some("admin"),
             may_bump_any: true,
         };
         assert_eq!(registry.init(Some(0), admin).await.unwrap(), (0, 1));
@@ -217,7 +219,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_id_from_before_owners_were_recorded_goes_to_its_first_bumper() {
+    async fn an_id_without_an_owner_stays_open_to_anyone() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join(FILE),
@@ -226,10 +228,15 @@ mod tests {
         .unwrap();
         let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
         let registry = ProducerRegistry::open(dir.path(), io).unwrap();
+        // Issued before owners were recorded: nobody claims it by bumping it first.
         assert_eq!(registry.init(Some(0), ALICE).await.unwrap(), (0, 4));
-        assert!(matches!(
-            registry.init(Some(0), MALLORY).await,
-            Err(ProducerRegistryError::NotOwner { id: 0 })
-        ));
+        assert_eq!(registry.init(Some(0), MALLORY).await.unwrap(), (0, 5));
+        // Issued without authentication: no owner either.
+        let anonymous = Requester {
+            principal: None,
+            may_bump_any: true,
+        };
+        assert_eq!(registry.init(None, anonymous).await.unwrap(), (1, 0));
+        assert_eq!(registry.init(Some(1), MALLORY).await.unwrap(), (1, 1));
     }
 }
