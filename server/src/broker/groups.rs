@@ -509,9 +509,7 @@ impl Broker {
     ) -> Result<(), GroupOpError> {
         self.authorize(caller, Operation::Delete, Resource::group(group))?;
         self.known_group(group)?;
-        // The group goes as a whole, as with Kafka's DeleteGroups: a group that once had
-        // members stayed listed and described after its delete answered 204.
-        if self.coordinator.forget_if_empty(group).is_err() {
+        if self.coordinator.member_count(group) > 0 {
             return Err(GroupOpError::LiveMembers {
                 group: group.to_string(),
                 hint: "",
@@ -520,6 +518,11 @@ impl Broker {
         self.offsets
             .delete_group(group, self.clock.now_ms())
             .await?;
+        // The group goes as a whole, as with Kafka's DeleteGroups: a group that once had
+        // members stayed listed and described after its delete answered 204. Only once its
+        // offsets are gone, so a failed delete leaves the group whole; a member that joined
+        // meanwhile keeps the group (and whatever it commits from now on).
+        let _members = self.coordinator.forget_if_empty(group);
         Ok(())
     }
 

@@ -668,7 +668,8 @@ impl Coordinator {
 
     /// Forgets a group without members (its generation and eviction history), as Kafka's
     /// DeleteGroups does; returns the number of live members when there are any, and keeps
-    /// the group then. Checked and removed under one lock, so a join cannot slip in between.
+    /// the group then. Checked and removed under one lock, so a join cannot slip in between
+    /// the check and the removal.
     pub fn forget_if_empty(&self, group_id: &str) -> Result<(), usize> {
         let mut groups = self.groups.lock();
         match groups.get(group_id).map(|g| g.members.len()) {
