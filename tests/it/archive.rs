@@ -449,7 +449,10 @@ async fn a_bucket_read_mid_publish_verifies_with_a_warning() {
     let size_after = grown.partitions[0].tree_size;
 
     // Stopped between the history note and `checkpoint`: the note's tree is the log.
-    objects.put(&checkpoint, before.into()).await.unwrap();
+    objects
+        .put(&checkpoint, before.clone().into())
+        .await
+        .unwrap();
     let report = verify_store(objects.as_ref(), &[]).await;
     assert!(report.ok, "{}", report.summary());
     assert_eq!(report.partitions[0].tree_size, size_after);
@@ -461,6 +464,26 @@ async fn a_bucket_read_mid_publish_verifies_with_a_warning() {
         "{:?}",
         report.partitions[0].warnings
     );
+
+    // A signed `checkpoint` that is not a prefix of that larger tree is a fork, not a lag.
+    let signer = NoteSigner::parse(
+        &std::fs::read_to_string(server.data_dir().join("archive/signing.key")).unwrap(),
+    )
+    .unwrap();
+    let signed = signer
+        .verifier()
+        .open_checkpoint(std::str::from_utf8(&before).unwrap())
+        .unwrap();
+    let forked = signer.sign_checkpoint(&signed.origin, signed.size, &[7u8; 32]);
+    objects.put(&checkpoint, forked.into()).await.unwrap();
+    let report = verify_store(objects.as_ref(), &[]).await;
+    assert!(!report.ok, "{}", report.summary());
+    assert!(
+        report.summary().contains("the log forked"),
+        "{}",
+        report.summary()
+    );
+    objects.put(&checkpoint, before.into()).await.unwrap();
 
     // Stopped (or read) before the notes: bundles and tiles beyond `checkpoint` sign nothing.
     let history = object_store::path::Path::from("topics/audit/0/tlog/checkpoints");
@@ -486,6 +509,36 @@ async fn a_bucket_read_mid_publish_verifies_with_a_warning() {
             .any(|w| w.contains("beyond the signed log")),
         "{:?}",
         report.partitions[0].warnings
+    );
+    // But the part of such an object that the signed log covers must still match it.
+    let bundles = object_store::path::Path::from("topics/audit/0/tlog/tile/entries");
+    // The widest bundle: the one a publish beyond `checkpoint` wrote.
+    let last = strata_tiering::store::list_sorted(objects.as_ref(), Some(&bundles))
+        .await
+        .unwrap()
+        .into_iter()
+        .max_by_key(|o| {
+            let name = o.location.to_string();
+            name.rsplit_once(".p/")
+                .map_or(256, |(_, width)| width.parse::<u64>().unwrap())
+        })
+        .unwrap();
+    let mut bytes = objects
+        .get(&last.location)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    bytes[3] ^= 1;
+    objects.put(&last.location, bytes.into()).await.unwrap();
+    let report = verify_store(objects.as_ref(), &[]).await;
+    assert!(!report.ok, "{}", report.summary());
+    assert!(
+        report.summary().contains("where it is signed"),
+        "{}",
+        report.summary()
     );
 }
 

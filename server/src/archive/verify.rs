@@ -320,6 +320,7 @@ async fn load_log(
     };
     // As the writer loads it (ADR 0010): a writer stopped between the history note and
     // `checkpoint` leaves a larger signed tree in the history, and that is the log.
+    let signed_checkpoint = checkpoint.clone();
     if let Some(newest) = newest_history_note(store, prefix, keys).await
         && newest.size > checkpoint.size
     {
@@ -363,6 +364,14 @@ async fn load_log(
                 "entries differ from the log's signed tree",
             ));
         }
+        return None;
+    }
+    // A `checkpoint` behind the history must be a prefix of the tree it verifies.
+    if tree.prefix_root(signed_checkpoint.size) != Some(signed_checkpoint.root) {
+        report.failures.push(Failure::new(
+            key.to_string(),
+            "not consistent with the larger tree its history note signs: the log forked",
+        ));
         return None;
     }
     for (level, index, width) in tiles::tiles_changed(0, size) {
@@ -434,6 +443,7 @@ async fn check_tile_objects(
                     .map(|slice| tiles::encode_bundle(slice.iter().map(|(_, e)| e.as_slice())))
             }
         };
+        let covered = signed_part(tree, entries, &name);
         match (get(store, &object.location).await, expected) {
             (Ok(Some(bytes)), Some(expected)) if bytes == expected => {}
             (Ok(None), _) => {}
@@ -444,10 +454,35 @@ async fn check_tile_objects(
             // Not covered by any signature, so it claims nothing: a publish in progress
             // writes bundles and tiles before it signs, and a writer stopped there leaves
             // them for the next one to replace.
+            (Ok(Some(bytes)), None) if !bytes.starts_with(&covered) => report.failures.push(
+                Failure::new(key, "differs from the log's entries where it is signed"),
+            ),
             (Ok(Some(_)), None) => report.warnings.push(format!(
                 "{key}: beyond the signed log (a publish in progress, or one a stopped writer \
                  left unsigned)"
             )),
+        }
+    }
+}
+
+/// What an object reaching beyond the signed log must begin with: its part the signed tree
+/// covers (a tile holds node hashes and a bundle length-prefixed entries, so a wider one
+/// begins with every narrower one).
+fn signed_part(tree: &Tree, entries: &[(String, Vec<u8>)], name: &tiles::TileName) -> Vec<u8> {
+    let start = name.index * TILE_WIDTH;
+    match name.level {
+        Some(level) => {
+            let available = tree.level(level * tiles::TILE_HEIGHT).len() as u64;
+            let width = name.width.min(available.saturating_sub(start));
+            tiles::tile_bytes(tree, level, name.index, width).unwrap_or_default()
+        }
+        None => {
+            let from = usize::try_from(start)
+                .unwrap_or(usize::MAX)
+                .min(entries.len());
+            let width = usize::try_from(name.width).unwrap_or(usize::MAX);
+            let to = from.saturating_add(width).min(entries.len());
+            tiles::encode_bundle(entries[from..to].iter().map(|(_, e)| e.as_slice()))
         }
     }
 }
