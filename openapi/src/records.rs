@@ -366,8 +366,8 @@ pub struct FetchedRecord {
     /// Record headers: name to value (UTF-8 text, or base64 with `value_format=base64`);
     /// `null` is a header without a value. Empty object when the record has no headers.
     /// Kafka allows a name more than once and any bytes as a value, which a map of text cannot
-    /// hold: a repeated name shows its last value here (as Kafka's `lastHeader`), a value that
-    /// is not UTF-8 text is left out, and `header_list` then carries every header.
+    /// hold: a repeated name shows its last text value here (as Kafka's `lastHeader`), a value
+    /// that is not UTF-8 text is left out, and `header_list` then carries every header.
     pub headers: BTreeMap<String, Option<String>>,
     /// Every header in record order, present only when `headers` cannot show them all (a
     /// repeated name, or a value that is not UTF-8 text in the `json` and `string` formats).

@@ -407,14 +407,17 @@ pub fn serve_until_exit(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Drained as it comes, so a long start-up log never blocks the child.
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut stderr = String::new();
+        let _ = pipe.read_to_string(&mut stderr);
+        stderr
+    });
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = pipe.read_to_string(&mut stderr);
-            }
-            return Some((status, stderr));
+            return Some((status, reader.join().unwrap_or_default()));
         }
         if Instant::now() > deadline {
             let _ = child.kill();

@@ -276,8 +276,8 @@ impl Partition {
     }
 
     /// Where time and size retention would move the log start: past every closed segment, oldest
-    /// first, whose newest record is older than `retention_ms` or that the partition can lose
-    /// while it holds more than `retention_bytes` (`-1` disables either). The active segment is
+    /// first, whose newest record is older than `retention_ms` or without which the partition
+    /// still holds at least `retention_bytes` (`-1` disables either). The active segment is
     /// never included. `None` when nothing is due.
     pub fn retention_cut(
         &self,
