@@ -5,7 +5,7 @@
 //! takes it from there and cannot drift from the handlers; operations that do read a query
 //! refuse unknown names themselves (`ApiQuery` denies unknown fields).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
@@ -17,15 +17,15 @@ use strata_openapi::ErrorCode;
 
 use super::error::ApiError;
 
-/// Operations (method, path template) that take no query parameters.
+/// Operations that take no query parameters: the methods of each path template.
 #[derive(Debug, Clone, Default)]
-pub struct QueryFree(Arc<HashSet<(Method, String)>>);
+pub struct QueryFree(Arc<HashMap<String, Vec<Method>>>);
 
 impl QueryFree {
     /// Every `/v1` operation of `document` (an OpenAPI 3 document) without a query parameter,
     /// at path or operation level.
     pub fn from_document(document: &Value) -> Self {
-        let mut free = HashSet::new();
+        let mut free: HashMap<String, Vec<Method>> = HashMap::new();
         let Some(paths) = document.get("paths").and_then(Value::as_object) else {
             return Self::default();
         };
@@ -41,7 +41,7 @@ impl QueryFree {
                     continue;
                 };
                 if !path_level && !declares_query(operation) {
-                    free.insert((method, path.clone()));
+                    free.entry(path.clone()).or_default().push(method);
                 }
             }
         }
@@ -55,7 +55,9 @@ impl QueryFree {
         } else {
             method
         };
-        self.0.contains(&(method.clone(), path.to_owned()))
+        self.0
+            .get(path)
+            .is_some_and(|methods| methods.contains(method))
     }
 }
 
