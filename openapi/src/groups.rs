@@ -119,6 +119,18 @@ pub struct MemberFetchQuery {
     pub commit: bool,
 }
 
+/// Query of a group offsets delete: without `topic`, the whole group goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteOffsetsQuery {
+    /// Delete only this topic's committed offsets (Kafka's OffsetDelete); the group stays.
+    pub topic: Option<String>,
+    /// With `topic`: only this partition's.
+    #[param(minimum = 0, maximum = 4294967295.0, format = Int64)]
+    pub partition: Option<u32>,
+}
+
 /// Where a member continues in a partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PartitionPosition {

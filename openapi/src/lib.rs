@@ -26,8 +26,8 @@ pub mod topics;
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use groups::{
     AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset,
-    EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
-    HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment, MemberFetchQuery,
+    DeleteOffsetsQuery, EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets,
+    GroupSummary, HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment, MemberFetchQuery,
     MemberFetchResponse, MemberInfo, MemberRecord, OffsetCommit, PartitionLag, PartitionPosition,
     ResetOffsetsRequest, ResetTarget, TopicPartitionRef,
 };

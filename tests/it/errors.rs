@@ -606,8 +606,8 @@ async fn a_batch_over_the_limit_in_one_partition_stores_nothing_of_the_request()
 
 /// Every operation whose OpenAPI description declares no query parameter refuses any, as the
 /// others refuse unknown ones. `DELETE /v1/groups/g/offsets?topic=t&partition=1` deleted the
-/// whole group's offsets, and `DELETE ...?force=true` answered 204 while nothing honoured
-/// `force`. Walks the checked-in document, so an operation added later is covered too.
+/// whole group's offsets (it now deletes that partition's), and `DELETE ...?force=true`
+/// answered 204 while nothing honoured `force`. Walks the checked-in document, so an operation added later is covered too.
 #[tokio::test]
 async fn operations_without_query_parameters_refuse_any() {
     let server = Server::start(ServerOptions::default());
@@ -667,8 +667,8 @@ async fn operations_without_query_parameters_refuse_any() {
         }
     }
     for operation in [
-        "DELETE /v1/groups/{group}/offsets",
         "DELETE /v1/topics/{topic}",
+        "POST /v1/topics/{topic}/partitions/{partition}/delete-records",
     ] {
         assert!(
             refused.iter().any(|r| r == operation),

@@ -1648,3 +1648,54 @@ async fn a_member_long_poll_ends_when_the_group_rebalances() {
     let beat = ok_json(heartbeat_raw(&api, &a, a.generation).await).await;
     assert_eq!(beat["rebalancing"], true, "{beat}");
 }
+
+/// Kafka's OffsetDelete: `DELETE /v1/groups/{g}/offsets?topic=t[&partition=p]` drops only those
+/// committed offsets and keeps the group; refused while a live member reads the topic. A user
+/// tried exactly this and lost the whole group's offsets.
+#[tokio::test]
+async fn one_topics_or_partitions_offsets_can_be_deleted_and_the_group_stays() {
+    let server = Server::start_default();
+    let api = Api::new(&server);
+    api.create_topic("t", 2).await;
+    api.create_topic("u", 1).await;
+    for partition in 0..2 {
+        produce_n(&api, "t", partition, 3).await;
+    }
+    produce_n(&api, "u", 0, 3).await;
+    commit(&api, "g", None, &[("t", 0, 1), ("t", 1, 2), ("u", 0, 3)]).await;
+    let gone = delete(&api, "/v1/groups/g/offsets?topic=t&partition=1").await;
+    assert_eq!(gone.status(), 204);
+    assert_eq!(
+        committed(&api, "g").await,
+        offsets_map(&[("t", 0, 1), ("u", 0, 3)])
+    );
+    let gone = delete(&api, "/v1/groups/g/offsets?topic=u").await;
+    assert_eq!(gone.status(), 204);
+    assert_eq!(committed(&api, "g").await, offsets_map(&[("t", 0, 1)]));
+    // Mistakes are refused and change nothing.
+    for (query, status, code) in [
+        ("partition=0", 422, "invalid"),
+        ("topic=nope", 404, "topic_not_found"),
+        ("topic=t&partition=9", 404, "partition_not_found"),
+        ("topics=t", 400, "bad_query"),
+    ] {
+        let path = format!("/v1/groups/g/offsets?{query}");
+        expect_error(delete(&api, &path).await, status, code).await;
+    }
+    assert_eq!(committed(&api, "g").await, offsets_map(&[("t", 0, 1)]));
+    // A live member reading the topic would commit again at once.
+    let (member, _) = join(&api, "g", json!({"topics": ["t"]})).await;
+    let refused = expect_error(
+        delete(&api, "/v1/groups/g/offsets?topic=t").await,
+        409,
+        "conflict",
+    )
+    .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("reading this topic"), "{refused}");
+    let left = delete(&api, &format!("/v1/groups/g/members/{}", member.id)).await;
+    assert_eq!(left.status(), 204);
+    let gone = delete(&api, "/v1/groups/g/offsets?topic=t").await;
+    assert_eq!(gone.status(), 204);
+    assert!(committed(&api, "g").await.is_empty());
+}

@@ -497,6 +497,40 @@ impl Broker {
         Ok(self.visible_offsets(caller, group))
     }
 
+    /// Deletes a group's committed offsets of one topic, or of one partition of it, as Kafka's
+    /// OffsetDelete: the rest of the group stays. Refused while a live member reads the topic
+    /// (Kafka's `GROUP_SUBSCRIBED_TO_TOPIC`): it would commit again at once. Needs `delete` on
+    /// the group and `read` on the topic.
+    ///
+    /// # Errors
+    /// Not allowed, an unknown group, topic or partition, a member reading the topic, storage
+    /// failures.
+    pub async fn delete_topic_offsets(
+        &self,
+        caller: &Caller,
+        group: &str,
+        topic: &str,
+        partition: Option<u32>,
+    ) -> Result<(), GroupOpError> {
+        self.authorize(caller, Operation::Delete, Resource::group(group))?;
+        self.authorize(caller, Operation::Read, Resource::topic(topic))?;
+        self.known_group(group)?;
+        let found = self.writable_topic(topic)?;
+        if let Some(partition) = partition {
+            local_partition(found.topic(), partition)?;
+        }
+        if self.coordinator.topics(group).contains(topic) {
+            return Err(GroupOpError::LiveMembers {
+                group: group.to_string(),
+                hint: " reading this topic; they would commit again at once",
+            });
+        }
+        self.offsets
+            .delete_partitions(group, topic, partition, self.clock.now_ms())
+            .await?;
+        Ok(())
+    }
+
     /// Deletes a group without live members: every committed offset, and what the coordinator
     /// kept of it (generation, eviction history). Needs `delete` on the group.
     ///

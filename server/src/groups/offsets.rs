@@ -260,7 +260,25 @@ impl OffsetStore {
     /// # Errors
     /// The append failed.
     pub async fn delete_group(&self, group: &str, now_ms: i64) -> Result<usize, OffsetStoreError> {
-        self.forget_where(|g, _| g == group, now_ms).await
+        self.forget_where(|g, _, _| g == group, now_ms).await
+    }
+
+    /// Deletes a group's committed offsets of one topic, or of one of its partitions
+    /// (tombstones), as Kafka's OffsetDelete; returns how many there were.
+    ///
+    /// # Errors
+    /// The append failed.
+    pub async fn delete_partitions(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: Option<u32>,
+        now_ms: i64,
+    ) -> Result<usize, OffsetStoreError> {
+        let picked = |g: &str, t: &str, p: u32| {
+            g == group && t == topic && partition.is_none_or(|only| only == p)
+        };
+        self.forget_where(picked, now_ms).await
     }
 
     /// Deletes every group's committed offsets of topics that `gone` names (tombstones): a
@@ -274,13 +292,13 @@ impl OffsetStore {
         gone: impl Fn(&str) -> bool,
         now_ms: i64,
     ) -> Result<usize, OffsetStoreError> {
-        self.forget_where(|_, topic| gone(topic), now_ms).await
+        self.forget_where(|_, topic, _| gone(topic), now_ms).await
     }
 
-    /// Tombstones every committed offset whose (group, topic) `forget` picks.
+    /// Tombstones every committed offset whose (group, topic, partition) `forget` picks.
     async fn forget_where(
         &self,
-        forget: impl Fn(&str, &str) -> bool,
+        forget: impl Fn(&str, &str, u32) -> bool,
         now_ms: i64,
     ) -> Result<usize, OffsetStoreError> {
         let records: Vec<NewRecord> = {
@@ -292,7 +310,7 @@ impl OffsetStore {
                         .keys()
                         .map(move |(topic, partition)| (group, topic, partition))
                 })
-                .filter(|(group, topic, _)| forget(group, topic))
+                .filter(|(group, topic, partition)| forget(group, topic, **partition))
                 .map(|(group, topic, partition)| {
                     let key = OffsetKey {
                         group: group.clone(),

@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use strata_openapi::{
-    AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset, ErrorBody,
-    ErrorCode, EvictionInfo, GroupDescription, GroupLag, GroupList, GroupOffsets, GroupSummary,
-    HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment, MemberFetchQuery,
-    MemberFetchResponse, MemberInfo, MemberRecord, PartitionLag, PartitionPosition,
-    ResetOffsetsRequest, ResetTarget, StreamEndReason, TopicPartitionRef,
+    AssignmentStrategyName, AutoOffsetResetName, CommitOffsetsRequest, CommittedOffset,
+    DeleteOffsetsQuery, ErrorBody, ErrorCode, EvictionInfo, GroupDescription, GroupLag, GroupList,
+    GroupOffsets, GroupSummary, HeartbeatRequest, JoinGroupRequest, LagBasis, MemberAssignment,
+    MemberFetchQuery, MemberFetchResponse, MemberInfo, MemberRecord, PartitionLag,
+    PartitionPosition, ResetOffsetsRequest, ResetTarget, StreamEndReason, TopicPartitionRef,
 };
 
 use super::AppState;
@@ -512,20 +512,40 @@ pub async fn get_offsets(
 /// (as Kafka's DeleteGroups). Afterwards the group is not listed and describing it answers
 /// 404, until a member joins or an offset is committed again.
 ///
-/// Needs `delete` on the group.
+/// With `topic` (and optionally `partition`), only those committed offsets go, as Kafka's
+/// OffsetDelete; that is refused while a live member reads the topic.
+///
+/// Needs `delete` on the group (and `read` on the topic with `topic`).
 #[utoipa::path(delete, path = paths::GROUP_OFFSETS, tag = "groups",
-    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$")),
+    params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), DeleteOffsetsQuery),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 404, description = "No such group", body = ErrorBody),
-        (status = 409, description = "The group has live members", body = ErrorBody),
+        (status = 400, description = "Unknown query parameters (`bad_query`)", body = ErrorBody),
+        (status = 404, description = "No such group, topic or partition", body = ErrorBody),
+        (status = 409, description = "The group has live members (reading the topic, with `topic`), or an internal topic", body = ErrorBody),
+        (status = 422, description = "`partition` without `topic` (`invalid`)", body = ErrorBody),
     ))]
 pub async fn delete_offsets(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(group): ApiPath<String>,
+    ApiQuery(query): ApiQuery<DeleteOffsetsQuery>,
 ) -> Result<StatusCode, ApiError> {
-    state.broker.delete_group_offsets(&caller, &group).await?;
+    match (query.topic, query.partition) {
+        (Some(topic), partition) => {
+            state
+                .broker
+                .delete_topic_offsets(&caller, &group, &topic, partition)
+                .await?;
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                "partition needs topic: give both to delete one partition's committed offset",
+            ));
+        }
+        (None, None) => state.broker.delete_group_offsets(&caller, &group).await?,
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
