@@ -155,6 +155,21 @@ impl ProducerRegistry {
         Ok(identity)
     }
 
+    /// The current epoch of an issued id, and whether `requester` may write with it: an id
+    /// with an owner is that principal's (or a super user's) alone, as for bumping it.
+    pub async fn epoch_for(
+        &self,
+        producer_id: i64,
+        requester: Requester<'_>,
+    ) -> Option<(i16, bool)> {
+        let state = self.state.lock().await;
+        let epoch = *state.epochs.get(&producer_id)?;
+        let owner = state.owners.get(&producer_id).map(String::as_str);
+        let allowed =
+            requester.may_bump_any || owner.is_none_or(|owner| Some(owner) == requester.principal);
+        Some((epoch, allowed))
+    }
+
     /// The current epoch of an issued id.
     pub async fn epoch(&self, producer_id: i64) -> Option<i16> {
         self.state.lock().await.epochs.get(&producer_id).copied()

@@ -709,4 +709,25 @@ async fn only_its_owner_or_a_super_user_may_bump_a_producer_id() {
     let own_id = own["producer_id"].as_i64().unwrap();
     let again = ok_json_any(init(&alice, json!({"producer_id": own_id})).await).await;
     assert_eq!(again["producer_epoch"], 1);
+
+    // Writing with bob's id would move his sequences: refused too, even where alice may write.
+    admin.create_topic("shared", 1).await;
+    for principal in ["alice", "bob"] {
+        grant(&admin, principal, "topic", "shared", "literal", "write").await;
+    }
+    let batch = |producer_id: i64, epoch: i64| {
+        json!({"records": [{"value": 1}],
+               "producer": {"producer_id": producer_id, "producer_epoch": epoch,
+                            "sequences": {"0": 0}}})
+    };
+    let path = "/v1/topics/shared/partitions/0/records";
+    let refused = expect_error(alice.post(path, &batch(id, 2)).await, 403, "forbidden").await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("another principal"), "{message}");
+    ok_json_any(bob.post(path, &batch(id, 2)).await).await;
+    let offsets = admin.offsets("shared", 0).await;
+    assert_eq!(
+        offsets["latest"], 1,
+        "only bob's batch was stored: {offsets}"
+    );
 }

@@ -140,6 +140,14 @@ pub enum ProduceError {
     /// A producer id or epoch this server did not issue.
     #[error("{0}")]
     InvalidProducer(String),
+    /// A producer id issued to another principal.
+    #[error(
+        "producer id {producer_id} belongs to another principal; request your own with POST /v1/producers"
+    )]
+    NotProducerOwner {
+        /// The producer id.
+        producer_id: i64,
+    },
     /// An epoch older than the newest issued for the id: another session took over.
     #[error("producer {producer_id} epoch {epoch} is fenced by epoch {current}")]
     ProducerFenced {

@@ -92,6 +92,16 @@ pub struct StoredPosition {
     pub timestamp: i64,
 }
 
+/// How raw batches are appended: the durability asked for, and the conditional append's
+/// expected log end.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendTerms {
+    /// When the answer may leave.
+    pub acks: Acks,
+    /// Append only if the partition's log end is this.
+    pub expected_offset: Option<u64>,
+}
+
 /// The answer of a produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Produced {
@@ -121,6 +131,7 @@ impl Broker {
     /// See [`ProduceError`]; nothing is stored for a request refused before its appends.
     pub async fn produce(
         &self,
+        caller: &Caller,
         topic: &WritableTopic,
         target: ProduceTarget,
         request: ProduceRecords,
@@ -130,7 +141,7 @@ impl Broker {
         let record_count = request.records.len();
         let groups = self.partition_records(topic, target, request.records)?;
         if let Some(producer) = &request.producer {
-            self.check_epoch(producer.producer_id, producer.producer_epoch)
+            self.check_epoch(caller, producer.producer_id, producer.producer_epoch)
                 .await?;
         }
         let config = topic.config();
@@ -318,20 +329,24 @@ impl Broker {
     /// See [`ProduceError`]; a body with any invalid batch stores nothing.
     pub async fn produce_batches(
         &self,
+        caller: &Caller,
         topic: &WritableTopic,
         partition: u32,
         body: Bytes,
         lease: Option<StreamLease>,
-        acks: Acks,
-        expected_offset: Option<u64>,
+        terms: AppendTerms,
     ) -> Result<Produced, ProduceError> {
+        let AppendTerms {
+            acks,
+            expected_offset,
+        } = terms;
         let topic = topic.topic();
         let log = local_partition(topic, partition)?;
         let (mut batches, facts) = split_batches(&body)?;
         for batch in &batches {
             let header = batch.header();
             if header.producer_id >= 0 {
-                self.check_epoch(header.producer_id, header.producer_epoch)
+                self.check_epoch(caller, header.producer_id, header.producer_epoch)
                     .await?;
             }
         }
@@ -403,14 +418,25 @@ impl Broker {
         Ok(())
     }
 
-    /// Refuses ids this server did not issue, epochs it did not issue, and epochs older than the
-    /// newest one issued for the id (fenced sessions).
-    async fn check_epoch(&self, producer_id: i64, epoch: i16) -> Result<(), ProduceError> {
-        let Some(current) = self.producers.epoch(producer_id).await else {
+    /// Refuses ids this server did not issue, another principal's ids, epochs it did not issue,
+    /// and epochs older than the newest one issued for the id (fenced sessions).
+    async fn check_epoch(
+        &self,
+        caller: &Caller,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<(), ProduceError> {
+        let requester = self.producer_requester(caller);
+        let Some((current, allowed)) = self.producers.epoch_for(producer_id, requester).await
+        else {
             return Err(ProduceError::InvalidProducer(format!(
                 "producer id {producer_id} was not issued by this server (POST /v1/producers)"
             )));
         };
+        // Another principal's id: writing with it would move that producer's sequences.
+        if !allowed {
+            return Err(ProduceError::NotProducerOwner { producer_id });
+        }
         if epoch < current {
             return Err(ProduceError::ProducerFenced {
                 producer_id,
@@ -437,14 +463,20 @@ impl Broker {
         caller: &Caller,
         existing: Option<i64>,
     ) -> Result<(i64, i16), super::error::InitProducerError> {
-        let requester = crate::producers::Requester {
+        let requester = self.producer_requester(caller);
+        self.producers.init(existing, requester).await
+    }
+
+    /// `caller` as the producer registry sees it: no principal without authentication, where
+    /// nobody owns an id.
+    fn producer_requester<'a>(&self, caller: &'a Caller) -> crate::producers::Requester<'a> {
+        crate::producers::Requester {
             principal: self
                 .authorizer
                 .is_enforcing()
                 .then(|| caller.principal().as_str()),
             may_bump_any: self.authorizer.may_act_for_anyone(caller),
-        };
-        self.producers.init(existing, requester).await
+        }
     }
 }
 

@@ -317,6 +317,7 @@ impl From<ProduceError> for ApiError {
             }
             error @ ProduceError::InvalidProducer(_) => plain(ErrorCode::InvalidProducer, error),
             error @ ProduceError::ProducerFenced { .. } => plain(ErrorCode::ProducerFenced, error),
+            error @ ProduceError::NotProducerOwner { .. } => plain(ErrorCode::Forbidden, error),
             error @ ProduceError::Corrupt(_) => ApiError::internal(ErrorCode::Corrupt, &error),
             error @ ProduceError::Internal(_) => ApiError::internal(ErrorCode::Internal, &error),
         }

@@ -22,7 +22,9 @@ use super::extract::{ApiBytes, ApiJsonBytes, ApiPath, ApiQuery};
 use super::paths;
 use super::produce_body::ProduceBody;
 use super::produce_stream;
-use crate::broker::produce::{ProduceRecords, ProduceTarget, Produced, ProducerSession};
+use crate::broker::produce::{
+    AppendTerms, ProduceRecords, ProduceTarget, Produced, ProducerSession,
+};
 use crate::log::Acks;
 use crate::security::Caller;
 
@@ -67,7 +69,7 @@ pub async fn produce_to_topic(
     state.broker.admit_produce(&caller, body.len() as u64)?;
     let produced = state
         .broker
-        .produce(&topic, ProduceTarget::Topic, records)
+        .produce(&caller, &topic, ProduceTarget::Topic, records)
         .await?;
     Ok(Json(response(produced, query.answer)))
 }
@@ -143,14 +145,19 @@ pub async fn produce_to_partition(
             };
             let records = decode_records(&produce, request)?;
             let target = ProduceTarget::Partition(partition);
-            state.broker.produce(&topic, target, records).await?
+            state
+                .broker
+                .produce(&caller, &topic, target, records)
+                .await?
         }
         raw if is_raw_media(raw) => {
-            let acks = acks(query.acks);
-            let expected = query.expected_offset;
+            let terms = AppendTerms {
+                acks: acks(query.acks),
+                expected_offset: query.expected_offset,
+            };
             let broker = &state.broker;
             broker
-                .produce_batches(&topic, partition, body, lease, acks, expected)
+                .produce_batches(&caller, &topic, partition, body, lease, terms)
                 .await?
         }
         _ => {
