@@ -1675,6 +1675,7 @@ async fn one_topics_or_partitions_offsets_can_be_deleted_and_the_group_stays() {
     // Mistakes are refused and change nothing.
     for (query, status, code) in [
         ("partition=0", 422, "invalid"),
+        ("topic=", 422, "invalid"),
         ("topic=nope", 404, "topic_not_found"),
         ("topic=t&partition=9", 404, "partition_not_found"),
         ("topics=t", 400, "bad_query"),
@@ -1683,6 +1684,14 @@ async fn one_topics_or_partitions_offsets_can_be_deleted_and_the_group_stays() {
         expect_error(delete(&api, &path).await, status, code).await;
     }
     assert_eq!(committed(&api, "g").await, offsets_map(&[("t", 0, 1)]));
+    // A live member of another topic does not hold it up (the whole-group delete it would).
+    commit(&api, "g", None, &[("u", 0, 2)]).await;
+    let (reader_of_t, _) = join(&api, "g", json!({"topics": ["t"]})).await;
+    let gone = delete(&api, "/v1/groups/g/offsets?topic=u").await;
+    assert_eq!(gone.status(), 204);
+    assert_eq!(committed(&api, "g").await, offsets_map(&[("t", 0, 1)]));
+    let left = delete(&api, &format!("/v1/groups/g/members/{}", reader_of_t.id)).await;
+    assert_eq!(left.status(), 204);
     // A live member reading the topic would commit again at once.
     let (member, _) = join(&api, "g", json!({"topics": ["t"]})).await;
     let refused = expect_error(

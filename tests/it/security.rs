@@ -724,6 +724,29 @@ async fn only_its_owner_or_a_super_user_may_bump_a_producer_id() {
     let refused = expect_error(alice.post(path, &batch(id, 2)).await, 403, "forbidden").await;
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("another principal"), "{message}");
+    // The same through a raw RecordBatch carrying bob's id.
+    let options = strata_server::log::BatchOptions {
+        producer_id: id,
+        producer_epoch: 2,
+        base_sequence: 0,
+        ..strata_server::log::BatchOptions::default()
+    };
+    let record = strata_server::log::NewRecord {
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(bytes::Bytes::from_static(b"raw")),
+        headers: Vec::new(),
+    };
+    let raw = strata_server::log::batch::encode_batch(&options, &[record]).unwrap();
+    let response = alice
+        .client
+        .post(alice.url(path))
+        .header("content-type", "application/vnd.strata.record-batches")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    expect_error(response, 403, "forbidden").await;
     ok_json_any(bob.post(path, &batch(id, 2)).await).await;
     let offsets = admin.offsets("shared", 0).await;
     assert_eq!(

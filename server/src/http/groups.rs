@@ -520,10 +520,10 @@ pub async fn get_offsets(
     params(("group" = String, Path, description = "Group id: 1-255 characters of [A-Za-z0-9._-]", pattern = r"^[A-Za-z0-9._-]{1,255}$"), DeleteOffsetsQuery),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "Unknown query parameters (`bad_query`)", body = ErrorBody),
+        (status = 400, description = "Unknown query parameters, or a `partition` that is not a non-negative integer (`bad_query`)", body = ErrorBody),
         (status = 404, description = "No such group, topic or partition", body = ErrorBody),
         (status = 409, description = "The group has live members (reading the topic, with `topic`), or an internal topic", body = ErrorBody),
-        (status = 422, description = "`partition` without `topic` (`invalid`)", body = ErrorBody),
+        (status = 422, description = "`partition` without `topic`, or an empty `topic` (`invalid`)", body = ErrorBody),
     ))]
 pub async fn delete_offsets(
     State(state): State<AppState>,
@@ -532,6 +532,12 @@ pub async fn delete_offsets(
     ApiQuery(query): ApiQuery<DeleteOffsetsQuery>,
 ) -> Result<StatusCode, ApiError> {
     match (query.topic, query.partition) {
+        (Some(topic), _) if topic.is_empty() => {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                "topic is empty: name the topic whose committed offsets go",
+            ));
+        }
         (Some(topic), partition) => {
             state
                 .broker

@@ -42,7 +42,8 @@ pub const RECORD_BATCHES: &str = "application/vnd.strata.record-batches";
 /// partition instead. With `acks=all` (default) the answer comes after the records are
 /// fsynced; with `acks=leader` after they reached the page cache.
 ///
-/// Needs `write` on the topic.
+/// Needs `write` on the topic, and with a producer id, to be the principal it was issued to (or
+/// a super user).
 #[utoipa::path(post, path = paths::TOPIC_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"), ProduceQuery),
     request_body = ProduceRequest,
@@ -86,7 +87,8 @@ pub async fn produce_to_topic(
 /// bytes, body field for JSON) makes the append conditional: it happens only if the partition's
 /// log end offset equals it, else 412 `offset_mismatch` with the actual log end.
 ///
-/// Needs `write` on the topic.
+/// Needs `write` on the topic, and with a producer id, to be the principal it was issued to (or
+/// a super user).
 #[utoipa::path(post, path = paths::PARTITION_RECORDS, tag = "records",
     params(("topic" = String, Path, description = "Topic name"),
            ("partition" = u32, Path, description = "Partition number"),
