@@ -169,11 +169,6 @@ impl ProducerRegistry {
             requester.may_bump_any || owner.is_none_or(|owner| Some(owner) == requester.principal);
         Some((epoch, allowed))
     }
-
-    /// The current epoch of an issued id.
-    pub async fn epoch(&self, producer_id: i64) -> Option<i16> {
-        self.state.lock().await.epochs.get(&producer_id).copied()
-    }
 }
 
 #[cfg(test)]
@@ -196,7 +191,10 @@ mod tests {
         drop(registry);
         let registry = ProducerRegistry::open(dir.path(), io).unwrap();
         assert_eq!(registry.init(None, ALICE).await.unwrap(), (2, 0));
-        assert_eq!(registry.epoch(0).await, Some(1));
+        assert_eq!(
+            registry.epoch_for(0, ALICE).await.map(|(epoch, _)| epoch),
+            Some(1)
+        );
     }
 
     const ALICE: Requester<'static> = Requester {
@@ -221,7 +219,7 @@ mod tests {
             Err(ProducerRegistryError::NotOwner { id: 0 })
         ));
         assert_eq!(
-            registry.epoch(0).await,
+            registry.epoch_for(0, ALICE).await.map(|(epoch, _)| epoch),
             Some(0),
             "a refused bump fences nobody"
         );
