@@ -409,12 +409,18 @@ async fn request_ids_are_echoed_and_json_logs_parse_with_the_id() {
         .unwrap()
         .to_string();
     assert_eq!(id.len(), 32, "{id}");
-    eventually(Duration::from_secs(10), "the access line is logged", || {
+    // Only whole lines: the harness collects stderr as it arrives, maybe mid-line.
+    let whole_lines = || {
         let stderr = server.stderr();
-        async move { stderr.contains("trace-me-42") }
+        let end = stderr.rfind('\n').map_or(0, |i| i + 1);
+        stderr[..end].to_string()
+    };
+    eventually(Duration::from_secs(10), "the access line is logged", || {
+        let logged = whole_lines();
+        async move { logged.contains("trace-me-42") }
     })
     .await;
-    let stderr = server.stderr();
+    let stderr = whole_lines();
     let mut access = None;
     for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
         let parsed: Value = serde_json::from_str(line)
@@ -436,8 +442,18 @@ async fn text_logs_to_a_pipe_carry_no_escape_codes_and_sampling_zero_logs_no_acc
     let server = Server::start(ServerOptions::with_args(&["--access-log-sample-rate", "0"]));
     let api = Api::new(&server);
     api.create_topic("quiet", 1).await;
+    // The harness reads stderr on its own thread: wait for the line before the checks below
+    // can say anything.
+    eventually(
+        Duration::from_secs(10),
+        "the topic's creation is logged",
+        || {
+            let stderr = server.stderr();
+            async move { stderr.contains("created topic") }
+        },
+    )
+    .await;
     let stderr = server.stderr();
-    assert!(stderr.contains("created topic"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "escape codes in {stderr:?}");
     assert!(!stderr.contains("strata::access"), "{stderr}");
 }

@@ -227,7 +227,9 @@ async fn over_quota_is_429_with_retry_after_stores_nothing_and_spares_others() {
         bearer_api(&server, &bob_token),
     );
     alice.create_topic("t", 1).await;
-    let big = json!({"records": [{"value": "x".repeat(2000)}]});
+    // Larger than a second's quota: the charge is capped at it, so the first request empties
+    // the bucket and the second is refused however long the first took.
+    let big = json!({"records": [{"value": "x".repeat(4000)}]});
     let first = alice.post("/v1/topics/t/records", &big).await;
     assert_eq!(first.status(), 200);
     let second = alice.post("/v1/topics/t/records", &big).await;
