@@ -4,14 +4,17 @@
 //! (the **next** offset to read), or null (a tombstone) when a group's offsets are deleted. A
 //! commit of many partitions is one batch, acknowledged after its fsync. The latest value per key
 //! is cached in memory and rebuilt from the topic at start-up; concurrent commits are ordered by
-//! their position in the log, so the cache always equals "the last record per key".
+//! their position in the log, so the cache always equals "the last record per key". Appends
+//! finish in log order but their callers may apply them to the cache in any order: a tombstone
+//! is remembered (`removed`) while other appends are in flight, so an older commit of the same
+//! key that is applied after it cannot bring the key back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -22,7 +25,7 @@ use crate::log::{Acks, AppendError, BatchHeader, NewRecord, Partition, ReadError
 /// Name of the internal topic.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct OffsetKey {
     group: String,
     topic: String,
@@ -88,6 +91,11 @@ pub type GroupOffsets = BTreeMap<TopicPartition, Committed>;
 pub struct OffsetStore {
     log: Arc<Partition>,
     cache: RwLock<BTreeMap<String, GroupOffsets>>,
+    /// Log offset of the last tombstone applied per (group, topic, partition), kept while
+    /// appends are in flight (see the module doc); emptied whenever none is.
+    removed: Mutex<HashMap<OffsetKey, u64>>,
+    /// Appends enqueued and not yet applied to the cache.
+    in_flight: AtomicUsize,
     /// Invalid records skipped while loading, for logs and metrics.
     skipped: AtomicU64,
 }
@@ -104,6 +112,8 @@ impl OffsetStore {
         let store = OffsetStore {
             log,
             cache: RwLock::new(BTreeMap::new()),
+            removed: Mutex::new(HashMap::new()),
+            in_flight: AtomicUsize::new(0),
             skipped: AtomicU64::new(0),
         };
         let mut offset = store.log.offsets().log_start_offset;
@@ -149,6 +159,8 @@ impl OffsetStore {
             }
             offset = offset.max(slice.next_offset);
         }
+        // Loaded in log order: no tombstone needs remembering.
+        store.forget_removed_if_idle();
         let skipped = store.skipped_records();
         if skipped > 0 {
             tracing::warn!(
@@ -187,8 +199,12 @@ impl OffsetStore {
         let key: OffsetKey =
             serde_json::from_slice(key.unwrap_or_default()).map_err(|e| corrupt(e.to_string()))?;
         let mut cache = self.cache.write();
+        let mut removed = self.removed.lock();
+        if removed.get(&key).is_some_and(|&at| at > log_offset) {
+            return Ok(());
+        }
         let group = cache.entry(key.group.clone()).or_default();
-        let tp = (key.topic, key.partition);
+        let tp = (key.topic.clone(), key.partition);
         if group.get(&tp).is_some_and(|c| c.log_offset > log_offset) {
             return Ok(());
         }
@@ -198,10 +214,12 @@ impl OffsetStore {
                 if group.is_empty() {
                     cache.remove(&key.group);
                 }
+                removed.insert(key, log_offset);
             }
             Some(value) => {
                 let value: OffsetValue =
                     serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
+                removed.remove(&key);
                 group.insert(
                     tp,
                     Committed {
@@ -341,6 +359,18 @@ impl OffsetStore {
                 reason: e.to_string(),
             }
         })?;
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let applied = self.append_and_apply(batch, &records).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.forget_removed_if_idle();
+        applied
+    }
+
+    async fn append_and_apply(
+        &self,
+        batch: RecordBatch,
+        records: &[NewRecord],
+    ) -> Result<(), OffsetStoreError> {
         let acks = self.log.append(vec![batch], Acks::All).await?;
         let base = acks.first().map_or(0, |a| a.base_offset);
         for (i, record) in records.iter().enumerate() {
@@ -351,6 +381,16 @@ impl OffsetStore {
             )?;
         }
         Ok(())
+    }
+
+    /// Empties `removed` when no append is in flight: one enqueued later gets a higher log
+    /// offset than every tombstone applied so far. Checked under the cache's lock, which every
+    /// apply takes, so a tombstone applied meanwhile by another append is not lost.
+    fn forget_removed_if_idle(&self) {
+        let _cache = self.cache.write();
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            self.removed.lock().clear();
+        }
     }
 
     /// A group's committed offsets.
@@ -444,6 +484,38 @@ mod tests {
         assert_eq!(g1[&("t".to_string(), 0)].metadata, "m50");
         assert_eq!(g1[&("t".to_string(), 1)].commit_time_ms, 100);
         assert_eq!(store.groups(), vec!["g1".to_string()]);
+    }
+
+    /// Two appends of one key finish in log order, but their callers apply them in whatever
+    /// order they are scheduled: a delete (tombstone at 11) applied before an older commit (10)
+    /// must still win, as it does in the log and so after a restart.
+    #[tokio::test]
+    async fn an_older_commit_applied_after_a_newer_tombstone_stays_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (io, _) = Io::start(IoBackendChoice::Sync, dir.path()).unwrap();
+        let store = OffsetStore::open(open_log(dir.path(), &io).await)
+            .await
+            .unwrap();
+        let older = commit_record("g", &commit("t", 0, 5), 100);
+        // Both appends are in flight while they are applied.
+        store.in_flight.fetch_add(2, Ordering::SeqCst);
+        store.apply(older.key.as_deref(), None, 11).unwrap();
+        store
+            .apply(older.key.as_deref(), older.value.as_deref(), 10)
+            .unwrap();
+        assert_eq!(store.get("g", "t", 0), None, "the tombstone is newer");
+        // A newer commit of the key brings it back.
+        store
+            .apply(older.key.as_deref(), older.value.as_deref(), 12)
+            .unwrap();
+        assert_eq!(store.get("g", "t", 0).unwrap().offset, 5);
+        store.in_flight.fetch_sub(2, Ordering::SeqCst);
+
+        // With nothing in flight, what a delete remembers is let go: it stays bounded.
+        store.commit("h", &[commit("t", 0, 1)], 200).await.unwrap();
+        assert_eq!(store.delete_group("h", 300).await.unwrap(), 1);
+        assert!(store.removed.lock().is_empty());
+        assert_eq!(store.get("h", "t", 0), None);
     }
 
     #[tokio::test]
