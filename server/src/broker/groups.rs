@@ -132,13 +132,14 @@ impl Broker {
     ///
     /// # Errors
     /// Not allowed, a bad group id, an unknown or internal topic, a refused join.
-    pub fn join_group(
+    pub async fn join_group(
         &self,
         caller: &Caller,
         group: &str,
         join: &JoinRequest,
     ) -> Result<MemberView, GroupOpError> {
         self.authorize(caller, Operation::Read, Resource::group(group))?;
+        let _no_offset_delete_meanwhile = self.group_admin.read().await;
         let group_id = GroupId::parse(group)?;
         let group = group_id.as_str();
         let mut topics: BTreeSet<String> = join.topics.iter().cloned().collect();
@@ -519,6 +520,7 @@ impl Broker {
         if let Some(partition) = partition {
             local_partition(found.topic(), partition)?;
         }
+        let _no_join_meanwhile = self.group_admin.write().await;
         if self.coordinator.topics(group).contains(topic) {
             return Err(GroupOpError::LiveMembers {
                 group: group.to_string(),
@@ -543,6 +545,7 @@ impl Broker {
     ) -> Result<(), GroupOpError> {
         self.authorize(caller, Operation::Delete, Resource::group(group))?;
         self.known_group(group)?;
+        let _no_join_meanwhile = self.group_admin.write().await;
         if self.coordinator.member_count(group) > 0 {
             return Err(GroupOpError::LiveMembers {
                 group: group.to_string(),
@@ -578,12 +581,16 @@ impl Broker {
         self.authorize(caller, Operation::Read, Resource::topic(&request.topic))?;
         let group_id = GroupId::parse(group)?;
         let group = group_id.as_str();
-        if !request.force && self.coordinator.member_count(group) > 0 {
-            return Err(GroupOpError::LiveMembers {
-                group: group.to_string(),
-                hint: "; pass force to reset anyway",
-            });
-        }
+        let live_members = || {
+            if !request.force && self.coordinator.member_count(group) > 0 {
+                return Err(GroupOpError::LiveMembers {
+                    group: group.to_string(),
+                    hint: "; pass force to reset anyway",
+                });
+            }
+            Ok(())
+        };
+        live_members()?;
         let topic = self.writable_topic(&request.topic)?;
         let partitions = match &request.partitions {
             Some(list) => list.clone(),
@@ -599,6 +606,9 @@ impl Broker {
                 metadata: String::new(),
             });
         }
+        // Checked again, now that finding the targets (maybe in the bucket) is done.
+        let _no_join_meanwhile = self.group_admin.write().await;
+        live_members()?;
         self.offsets
             .commit(group, &commits, self.clock.now_ms())
             .await?;
@@ -802,4 +812,69 @@ fn check_commit_shape(commits: &[Commit]) -> Result<(), GroupOpError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::FutureExt as _;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::Config;
+    use crate::groups::coordinator::AutoOffsetReset;
+    use crate::security::Principal;
+    use crate::status::ServerStatus;
+
+    /// A join must not slip in between an offset delete's check for live members and its
+    /// write: it would commit, and the delete would take that commit. Each waits for the other.
+    #[tokio::test]
+    async fn joins_and_offset_deletes_do_not_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let state = crate::server::build_state(
+            config,
+            ManualClock::new(1_000),
+            shutdown,
+            Arc::new(ServerStatus::new()),
+        )
+        .await
+        .unwrap();
+        let broker = &state.broker;
+        let caller = Caller::authenticated(Principal::anonymous());
+        broker
+            .create_topic(&caller, "t", 1, &BTreeMap::new())
+            .await
+            .unwrap();
+        let join = JoinRequest {
+            topics: vec!["t".into()],
+            session_timeout_ms: None,
+            max_poll_interval_ms: None,
+            strategy: None,
+            auto_offset_reset: AutoOffsetReset::Earliest,
+            instance_id: None,
+        };
+
+        // A delete in progress (it holds the lock from its check to its write): a join waits.
+        let deleting = broker.group_admin.write().await;
+        let mut joining = Box::pin(broker.join_group(&caller, "g", &join));
+        assert!((&mut joining).now_or_never().is_none(), "joined mid-delete");
+        drop(deleting);
+        joining.await.unwrap();
+
+        // A join in progress: the delete waits, then finds the live member.
+        let joined = broker.group_admin.read().await;
+        let mut delete = Box::pin(broker.delete_topic_offsets(&caller, "g", "t", None));
+        assert!((&mut delete).now_or_never().is_none(), "deleted mid-join");
+        drop(joined);
+        assert!(matches!(
+            delete.await,
+            Err(GroupOpError::LiveMembers { .. })
+        ));
+    }
 }

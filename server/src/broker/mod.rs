@@ -57,6 +57,10 @@ pub struct Broker {
     coordinator: Arc<Coordinator>,
     /// Committed offsets of consumer groups.
     offsets: Arc<OffsetStore>,
+    /// Joins hold it shared; deleting or resetting a group's offsets holds it exclusively from
+    /// its check for live members to its write, so no member joins (and commits) in between.
+    /// A join waits for such a write (one fsync) at most.
+    group_admin: tokio::sync::RwLock<()>,
     /// Where reads of topics with `audit_reads` are recorded.
     audit: Arc<AuditLog>,
     /// Server settings (fetch bounds).
@@ -125,6 +129,7 @@ impl Broker {
             producers: parts.producers,
             coordinator: parts.coordinator,
             offsets: parts.offsets,
+            group_admin: tokio::sync::RwLock::new(()),
             audit: parts.audit,
             config: parts.config,
             clock: parts.clock,

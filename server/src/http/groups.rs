@@ -95,7 +95,7 @@ pub async fn join(
         instance_id: request.instance_id,
     };
     Ok(Json(member_assignment(
-        state.broker.join_group(&caller, &group, &join)?,
+        state.broker.join_group(&caller, &group, &join).await?,
     )))
 }
 
