@@ -663,6 +663,14 @@ async fn operations_without_query_parameters_refuse_any() {
                     .contains("takes no query parameters"),
                 "{method} {path}: {body}"
             );
+            // A generated client learns of the refusal from the document too.
+            let documented = &operation["responses"]["400"];
+            assert!(
+                documented["description"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("bad_query")),
+                "{method} {path} does not document its 400: {documented}"
+            );
             refused.push(format!("{method} {path}"));
         }
     }

@@ -100,6 +100,7 @@ pub fn document() -> serde_json::Value {
     }
     declare_unsigned_bounds(&mut value);
     declare_security(&mut value);
+    declare_query_refusals(&mut value);
     // A commit from a member names both; one without the other is refused.
     if let Some(commit) = value
         .pointer_mut("/components/schemas/CommitOffsetsRequest")
@@ -201,6 +202,72 @@ fn declare_security(value: &mut serde_json::Value) {
                         "content": {"application/json": {"schema": error.clone()}}
                     })
                 });
+            }
+        }
+    }
+}
+
+/// Every `/v1` operation without query parameters refuses a query string with 400 `bad_query`
+/// (`query_guard`, which reads the same rule from this document): say so where it answers.
+fn declare_query_refusals(value: &mut serde_json::Value) {
+    const REFUSAL: &str =
+        "A query string was sent; this operation takes no query parameters (`bad_query`)";
+    let free = super::query_guard::QueryFree::from_document(value);
+    let Some(paths) = value
+        .pointer_mut("/paths")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in item.iter_mut() {
+            let Ok(method) = axum::http::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+            else {
+                continue;
+            };
+            if !free.takes_none(&method, path) {
+                continue;
+            }
+            let Some(responses) = operation
+                .get_mut("responses")
+                .and_then(serde_json::Value::as_object_mut)
+            else {
+                continue;
+            };
+            match responses
+                .get_mut("400")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                Some(bad_request) => {
+                    let said = bad_request
+                        .get("description")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    if !said.contains("bad_query") {
+                        let joined = if said.is_empty() {
+                            REFUSAL.to_string()
+                        } else {
+                            format!(
+                                "{said}; or a query string was sent, which this operation does \
+                                 not take (`bad_query`)"
+                            )
+                        };
+                        bad_request.insert("description".into(), joined.into());
+                    }
+                }
+                None => {
+                    responses.insert(
+                        "400".into(),
+                        serde_json::json!({
+                            "description": REFUSAL,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                        }),
+                    );
+                }
             }
         }
     }

@@ -48,7 +48,7 @@ impl QueryFree {
         Self(Arc::new(free))
     }
 
-    fn takes_none(&self, method: &Method, path: &str) -> bool {
+    pub(super) fn takes_none(&self, method: &Method, path: &str) -> bool {
         // HEAD is served by the GET handler, which reads what GET reads.
         let method = if method == Method::HEAD {
             &Method::GET
