@@ -3,8 +3,11 @@
 
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use serde_json::{Value, json};
-use strata_tests::{Api, Server, ServerOptions, eventually, expect_error, hour_ago_ms, ok_json};
+use strata_tests::{
+    Api, Server, ServerOptions, SseParser, eventually, expect_error, hour_ago_ms, ok_json,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -153,4 +156,114 @@ async fn time_retention_moves_the_earliest_offset_and_it_survives_a_restart() {
     let api = Api::new(&server);
     assert_eq!(api.offsets("events", 0).await["earliest"], 3);
     assert_eq!(api.fetch_values("events", 0, 3).await, vec![json!("new")]);
+}
+
+/// Compaction can remove a partition's last records (here a tombstone past
+/// `delete_retention_ms`): nothing readable is left between offset 0 and the high watermark.
+/// Every reader must go on to the high watermark and wait there. They used to stop at 0 and
+/// answer at once without end; a member's SSE stream then held a worker thread until the
+/// whole server hung, `/healthz` included.
+#[tokio::test]
+async fn readers_go_past_records_compaction_removed_at_the_end_of_the_log() {
+    let server = cleaning_server();
+    let api = Api::new(&server);
+    let configs = json!({
+        "cleanup_policy": "compact",
+        "segment_ms": 200,
+        "delete_retention_ms": 0,
+        "min_cleanable_dirty_ratio": 0.01,
+    });
+    api.create_topic_with("tail", 1, configs).await;
+    api.produce(
+        "tail",
+        &json!({"records": [{"key": "a", "value": 1}, {"key": "a", "value": null}]}),
+    )
+    .await;
+    eventually(
+        WAIT,
+        "compaction leaves no record below offset 2",
+        || async {
+            let segments = api.get_json("/v1/topics/tail/partitions/0/segments").await;
+            segments["segments"].as_array().is_some_and(|all| {
+                all.iter()
+                    .all(|s| s["active"] == true || s["size_bytes"] == 0)
+                    && all
+                        .iter()
+                        .any(|s| s["active"] == true && s["base_offset"] == 2)
+            })
+        },
+    )
+    .await;
+
+    let page = api
+        .get_json("/v1/topics/tail/partitions/0/records?offset=0")
+        .await;
+    assert_eq!(page["records"], json!([]), "{page}");
+    assert_eq!(page["next_offset"], 2, "past the removed records: {page}");
+    assert_eq!(page["high_watermark"], 2, "{page}");
+    let ndjson = api
+        .client
+        .get(api.url("/v1/topics/tail/partitions/0/records?offset=0"))
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ndjson.status(), 200);
+    assert_eq!(ndjson.headers()["strata-next-offset"], "2");
+    assert_eq!(ndjson.headers()["strata-high-watermark"], "2");
+    assert_eq!(ndjson.text().await.unwrap(), "");
+
+    // A member starts at 0 (earliest) and moves to the high watermark; a commit of where it
+    // stands leaves no lag.
+    let joined = ok_json(
+        api.post(
+            "/v1/groups/readers/members",
+            &json!({"topics": ["tail"], "auto_offset_reset": "earliest"}),
+        )
+        .await,
+    )
+    .await;
+    let member = joined["member_id"].as_str().unwrap().to_string();
+    let generation = joined["generation"].as_u64().unwrap();
+    let records = format!("/v1/groups/readers/members/{member}/records?generation={generation}");
+    let polled = api.get_json(&records).await;
+    assert_eq!(polled["records"], json!([]), "{polled}");
+    assert_eq!(polled["positions"][0]["next_offset"], 2, "{polled}");
+    api.get_json(&format!("{records}&commit=true")).await;
+    let lag = api.get_json("/v1/groups/readers/lag").await;
+    assert_eq!(lag["total_lag_records"], 0, "{lag}");
+
+    // The member's stream waits at the high watermark, the server keeps answering, and the
+    // next record arrives on the stream.
+    let stream = api
+        .client
+        .get(api.url(&records))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let health = api.get("/healthz").await;
+    assert_eq!(health.status(), 200);
+    api.produce("tail", &json!({"records": [{"key": "b", "value": "next"}]}))
+        .await;
+    let mut body = stream.bytes_stream();
+    let mut parser = SseParser::default();
+    let event = loop {
+        let chunk = tokio::time::timeout(WAIT, body.next())
+            .await
+            .expect("the new record arrives on the stream")
+            .expect("the stream stays open")
+            .unwrap();
+        if let Some(event) = parser
+            .push(&chunk)
+            .into_iter()
+            .find(|e| e.event == "records")
+        {
+            break event;
+        }
+    };
+    let event: Value = serde_json::from_str(&event.data).unwrap();
+    assert_eq!(event["records"][0]["offset"], 2, "{event}");
+    assert_eq!(event["records"][0]["value"], "next", "{event}");
 }

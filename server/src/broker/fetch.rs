@@ -406,9 +406,20 @@ pub async fn read_records(
             }
         };
         offsets = slice.offsets;
+        if slice.data.is_empty() {
+            // Compaction removed every record from `next` to where the slice ends, maybe the
+            // log's last ones: go on after them, as the raw format's next offset does.
+            // Stopping here would leave a reader at `next` for good, below the high watermark,
+            // polling without ever waiting.
+            if slice.next_offset > next {
+                next = slice.next_offset;
+                continue;
+            }
+            break;
+        }
         // A read answers at least one batch, however large; only the first may pass the
         // budget ("at least one batch"), as in the raw format.
-        if slice.data.is_empty() || (!records.is_empty() && slice.data.len() as u64 > bytes_left) {
+        if !records.is_empty() && slice.data.len() as u64 > bytes_left {
             break;
         }
         bytes_left = bytes_left.saturating_sub(slice.data.len() as u64);

@@ -2,7 +2,9 @@
 //!
 //! - `application/json` (default): records with offset, timestamp, key, value and headers, plus
 //!   `next_offset`, `high_watermark` and `log_start_offset`;
-//! - `application/x-ndjson`: the same records, one JSON object per line, streamed;
+//! - `application/x-ndjson`: the same records, one JSON object per line; the headers
+//!   `Strata-Next-Offset`, `Strata-High-Watermark` and `Strata-Log-Start-Offset` say where to go
+//!   on;
 //! - `text/event-stream` (SSE): follows the tail forever; each `records` event carries a batch of
 //!   records and has `id` = the next offset, so `Last-Event-ID` resumes exactly; `ping` events
 //!   keep idle streams open;
@@ -80,7 +82,12 @@ pub enum Format {
             (FetchResponse = "application/json"),
             (FetchedRecord = "application/x-ndjson"),
             (strata_openapi::PartitionStreamData = "text/event-stream"),
-            (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches"))),
+            (strata_openapi::RecordBatchBytes = "application/vnd.strata.record-batches")),
+            headers(
+                ("Strata-Next-Offset" = u64, description = "NDJSON and record batches: the offset to fetch next (past records compaction removed, so not always the last record's offset + 1)"),
+                ("Strata-High-Watermark" = u64, description = "NDJSON and record batches: the partition's high watermark"),
+                ("Strata-Log-Start-Offset" = u64, description = "NDJSON and record batches: the partition's first offset"),
+                ("Strata-First-Offset" = u64, description = "Record batches: the base offset of the first batch, which may be before the requested offset"))),
         (status = 400, description = "Bad path or query", body = ErrorBody,
             example = json!({"error": {"code": "bad_query", "message": "max_records: invalid digit found in string", "retryable": false}})),
         (status = 404, description = "No such topic or partition", body = ErrorBody,
@@ -368,9 +375,17 @@ fn ndjson(read: Page) -> Response {
         body.push(b'\n');
     }
     let mut response = Response::new(Body::from(body));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+    // Lines carry records only: where to go on travels in headers, as in the raw format. The
+    // last record's offset + 1 is not it when compaction removed records after it.
+    for (name, value) in [
+        ("strata-next-offset", read.response.next_offset),
+        ("strata-high-watermark", read.response.high_watermark),
+        ("strata-log-start-offset", read.response.log_start_offset),
+    ] {
+        headers.insert(name, HeaderValue::from(value));
+    }
     *response.status_mut() = StatusCode::OK;
     response
 }

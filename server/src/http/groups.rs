@@ -399,7 +399,13 @@ fn member_stream(
                 (&origin, ReadFormat::GroupSse),
             );
             match read.await {
-                Ok(read) if read.records.is_empty() => continue,
+                Ok(read) if read.records.is_empty() => {
+                    // Hand the thread back before the next poll: a read that answers at once
+                    // with nothing must not keep this stream from noticing its client left,
+                    // or the runtime's other tasks from running.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 Ok(read) => {
                     let response = member_response(read, &query);
                     let event = Event::default()
