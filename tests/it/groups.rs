@@ -1521,6 +1521,16 @@ async fn a_deleted_topics_offsets_do_not_carry_over_to_a_new_topic_of_the_same_n
         delete(&api, "/v1/topics/ledger").await.status().as_u16(),
         204
     );
+    // The group rebalances at once, as in Kafka: nobody is told it owns the deleted topic's
+    // partitions any more.
+    let description = describe(&api, "tail").await;
+    assert!(
+        owners(&description)
+            .values()
+            .flatten()
+            .all(|(topic, _)| topic != "ledger"),
+        "{description}"
+    );
     assert_eq!(
         committed(&api, "books").await,
         offsets_map(&[("other", 0, 4)])

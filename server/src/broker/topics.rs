@@ -103,7 +103,10 @@ impl Broker {
         self.offsets
             .forget_topics(|topic| topic == name.as_str(), self.clock.now_ms())
             .await?;
-        Ok(self.catalog.create(&name, partitions, configs).await?)
+        let created = self.catalog.create(&name, partitions, configs).await?;
+        // Groups subscribed to a topic of this name (deleted before) get its partitions now.
+        self.expire_members();
+        Ok(created)
     }
 
     /// Changes a topic's settings. Needs `alter` on the topic.
@@ -152,6 +155,9 @@ impl Broker {
         }
         self.tiering.delete_topic(name).await;
         self.coordinator.forget_topic(name);
+        // Groups that read it rebalance now, as in Kafka, not at the next background check:
+        // until then their members would still be told they own its partitions.
+        self.expire_members();
         // Groups' offsets go with the topic, as in Kafka. Should this fail, creating a topic
         // of the same name (or the next start) forgets them before anyone can use them.
         if let Err(error) = self
