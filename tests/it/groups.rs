@@ -1744,3 +1744,61 @@ async fn one_topics_or_partitions_offsets_can_be_deleted_and_the_group_stays() {
     assert_eq!(gone.status(), 204);
     assert!(committed(&api, "g").await.is_empty());
 }
+
+/// A generation the group never had is a client's bug, not a stale view: a read says so as a
+/// heartbeat does (422). A stream resumed at a position outside the log is refused (416), as a
+/// resumed partition stream is, instead of replaying from `auto_offset_reset` without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_read_from_the_future_or_resumed_outside_the_log_is_refused() {
+    let (_clock, server, api) = in_process().await;
+    api.create_topic("events", 1).await;
+    produce_n(&api, "events", 0, 5).await;
+    let (member, _) = join(
+        &api,
+        "future",
+        json!({"topics": ["events"], "auto_offset_reset": "earliest"}),
+    )
+    .await;
+    let ahead = Member {
+        generation: member.generation + 5,
+        ..member.clone()
+    };
+    let refused = expect_error(poll_raw(&api, &ahead, "").await, 422, "invalid").await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("newer than the group's generation"),
+        "{refused}"
+    );
+    expect_error(
+        heartbeat_raw(&api, &member, member.generation + 5).await,
+        422,
+        "invalid",
+    )
+    .await;
+
+    let stream = |last_event_id: &str| {
+        api.client
+            .get(api.url(&format!(
+                "/v1/groups/future/members/{}/records?generation={}",
+                member.id, member.generation
+            )))
+            .header("accept", "text/event-stream")
+            .header("last-event-id", last_event_id.to_string())
+            .send()
+    };
+    let past_the_end = expect_error(
+        stream("events:0:99").await.unwrap(),
+        416,
+        "offset_out_of_range",
+    )
+    .await;
+    assert_eq!(past_the_end["error"]["latest_offset"], 5, "{past_the_end}");
+    // Nothing moved: the member still reads from the start.
+    assert_eq!(drain(&api, &member).await, expected(&[(0, 0..5)]));
+    let resumed = stream("events:0:5").await.unwrap();
+    assert_eq!(resumed.status(), 200);
+    drop(resumed);
+    server.stop().await;
+}

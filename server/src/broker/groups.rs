@@ -220,14 +220,30 @@ impl Broker {
         Ok(self.coordinator.poll(group, member, generation)?)
     }
 
-    /// Moves a member's read positions (a resumed stream's last seen positions).
-    pub fn advance_member(
+    /// Moves a member's read positions to a resumed stream's last seen positions, each of
+    /// which must still be in its partition's log, as a resumed partition stream's must: a
+    /// position retention or `delete-records` passed (or one past the end) is refused, where it
+    /// used to fall back to `auto_offset_reset` and replay or skip without a word.
+    ///
+    /// # Errors
+    /// A position outside `[log start, high watermark]` of its partition.
+    pub async fn resume_member(
         &self,
         group: &str,
         member: &str,
         positions: &BTreeMap<TopicPartition, u64>,
-    ) {
+    ) -> Result<(), super::error::OffsetOutOfRange> {
+        for ((topic, partition), offset) in positions {
+            let Some(found) = self.catalog.get(topic) else {
+                continue;
+            };
+            // A partition that cannot be opened is skipped here as by the reads that follow.
+            if let Ok(reader) = self.reader(&found, *partition).await {
+                super::fetch::check_range(&reader.offsets(), *offset)?;
+            }
+        }
         self.coordinator.advance(group, member, positions);
+        Ok(())
     }
 
     /// Commits what the member's previous read returned (at-least-once).

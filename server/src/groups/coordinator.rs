@@ -746,6 +746,13 @@ fn member_group<'a>(
 }
 
 fn check_generation(group: &Group, group_id: &str, generation: u32) -> Result<(), GroupError> {
+    // One the group never had is a client's bug, not a stale view: said as a heartbeat says it.
+    if generation > group.generation {
+        return Err(GroupError::Invalid(format!(
+            "generation {generation} is newer than the group's generation {}",
+            group.generation
+        )));
+    }
     if generation != group.generation {
         return Err(GroupError::StaleGeneration {
             group: group_id.into(),

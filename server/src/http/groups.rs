@@ -166,8 +166,11 @@ pub async fn leave(
         (status = 200, description = "Records and positions", content(
             (MemberFetchResponse = "application/json"),
             (strata_openapi::MemberStreamData = "text/event-stream"))),
-        (status = 400, description = "Bad query", body = ErrorBody),
+        (status = 400, description = "Bad query, or a `Last-Event-ID` that is not an id of this stream (`bad_header`)", body = ErrorBody),
+        (status = 406, description = "Unsupported Accept: `application/json` or `text/event-stream` (`not_acceptable`)", body = ErrorBody),
         (status = 409, description = "Unknown member, stale generation, or no valid offset with auto_offset_reset=none", body = ErrorBody),
+        (status = 416, description = "A `Last-Event-ID` position is outside its partition's log (`offset_out_of_range`); the body holds the valid range", body = ErrorBody),
+        (status = 422, description = "A generation newer than the group's (`invalid`)", body = ErrorBody),
     ))]
 pub async fn member_fetch(
     State(state): State<AppState>,
@@ -199,7 +202,10 @@ pub async fn member_fetch(
                     "Last-Event-ID must be an id of this stream (topic:partition:offset,...)",
                 )
             })?;
-            state.broker.advance_member(&group, &member, &positions);
+            state
+                .broker
+                .resume_member(&group, &member, &positions)
+                .await?;
         }
         let slot = state.broker.open_stream(&caller)?;
         let stream = member_stream(state, caller, origin, (group, member), query, slot);
