@@ -450,8 +450,9 @@ pub struct ErrorDetail {
     /// Human-readable explanation for logs and people. Its wording may change between
     /// releases: do not parse it.
     pub message: String,
-    /// Whether repeating the identical request later can succeed. True only for transient
-    /// server-side conditions (`busy`, `disk_full`, `storage_unavailable`, `timeout`,
+    /// Whether repeating the identical request later can succeed. True only for the transient
+    /// conditions marked retryable in `ErrorCode` (`audit_unavailable`, `busy`, `disk_full`,
+    /// `quota_exceeded`, `request_timeout`, `storage_unavailable`, `timeout`,
     /// `too_many_open_files`, `unavailable`).
     pub retryable: bool,
     /// On `offset_out_of_range`: the first offset still readable in the partition (log start).

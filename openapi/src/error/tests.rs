@@ -176,6 +176,18 @@ fn schema_description_states_every_code_with_its_status() {
 }
 
 #[test]
+fn the_retryable_field_names_exactly_the_retryable_codes() {
+    let schema = serde_json::to_value(ErrorDetail::schema()).unwrap();
+    let description = schema["properties"]["retryable"]["description"]
+        .as_str()
+        .unwrap();
+    for code in ErrorCode::ALL {
+        let named = description.contains(&format!("`{}`", code.as_str()));
+        assert_eq!(named, code.is_retryable(), "{}: {description}", code.as_str());
+    }
+}
+
+#[test]
 fn unknown_code_is_rejected() {
     assert!(serde_json::from_value::<ErrorCode>(json!("OffsetOutOfRange")).is_err());
 }
