@@ -183,7 +183,12 @@ fn the_retryable_field_names_exactly_the_retryable_codes() {
         .unwrap();
     for code in ErrorCode::ALL {
         let named = description.contains(&format!("`{}`", code.as_str()));
-        assert_eq!(named, code.is_retryable(), "{}: {description}", code.as_str());
+        assert_eq!(
+            named,
+            code.is_retryable(),
+            "{}: {description}",
+            code.as_str()
+        );
     }
 }
 
