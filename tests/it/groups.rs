@@ -1788,6 +1788,29 @@ async fn a_member_read_from_the_future_or_resumed_outside_the_log_is_refused() {
             .header("last-event-id", last_event_id.to_string())
             .send()
     };
+    // A resume inside the log is taken (the stream then reads on to the end, 5)...
+    let resumed = stream("events:0:3").await.unwrap();
+    assert_eq!(resumed.status(), 200);
+    let mut body = resumed.bytes_stream();
+    let mut parser = strata_tests::SseParser::default();
+    let first = loop {
+        let chunk = tokio::time::timeout(WAIT, body.next())
+            .await
+            .expect("records on the resumed stream")
+            .expect("the stream stays open")
+            .unwrap();
+        if let Some(event) = parser
+            .push(&chunk)
+            .into_iter()
+            .find(|e| e.event == "records")
+        {
+            break event;
+        }
+    };
+    assert!(first.data.contains("\"offset\":3"), "{first:?}");
+    drop(body);
+    // ...one outside it is refused and moves nothing: the member stays at the end, where a
+    // moved (then dropped as out of range) position would have sent it back to `earliest`.
     let past_the_end = expect_error(
         stream("events:0:99").await.unwrap(),
         416,
@@ -1795,10 +1818,47 @@ async fn a_member_read_from_the_future_or_resumed_outside_the_log_is_refused() {
     )
     .await;
     assert_eq!(past_the_end["error"]["latest_offset"], 5, "{past_the_end}");
-    // Nothing moved: the member still reads from the start.
-    assert_eq!(drain(&api, &member).await, expected(&[(0, 0..5)]));
-    let resumed = stream("events:0:5").await.unwrap();
-    assert_eq!(resumed.status(), 200);
-    drop(resumed);
+    assert_eq!(drain(&api, &member).await, expected(&[]));
+    // Positions of partitions the member does not own (here of another topic) are ignored
+    // unchecked: they would tell the caller about topics it may not read.
+    api.create_topic("secret", 1).await;
+    let ignored = stream("secret:0:99").await.unwrap();
+    assert_eq!(ignored.status(), 200);
+    drop(ignored);
+    server.stop().await;
+}
+
+/// A member that owns no partition (more members than partitions) waits out its long poll, or
+/// a rebalance, like any other member: it used to answer at once, so its SSE stream polled
+/// without pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_partitions_waits_out_its_long_poll() {
+    let (_clock, server, api) = in_process().await;
+    api.create_topic("single", 1).await;
+    let body = json!({"topics": ["single"], "auto_offset_reset": "earliest"});
+    let (first, _) = join(&api, "pair", body.clone()).await;
+    let (second, _) = join(&api, "pair", body).await;
+    let mut members = [first, second];
+    let owners = settle(&api, &mut members).await;
+    let idle = members
+        .iter()
+        .find(|m| owners.get(&m.id).is_none_or(BTreeSet::is_empty))
+        .expect("one of two members owns nothing")
+        .clone();
+    let timeouts = || async {
+        let text = api.get("/metrics").await.text().await.unwrap();
+        text.lines()
+            .find(|l| l.starts_with("strata_long_poll_wakeups_total{reason=\"timeout\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0.0, |n| n.parse::<f64>().unwrap())
+    };
+    let before = timeouts().await;
+    let polled = poll(&api, &idle, "max_wait_ms=200").await;
+    assert_eq!(polled["records"], json!([]), "{polled}");
+    assert_eq!(
+        timeouts().await,
+        before + 1.0,
+        "the poll waited until its end"
+    );
     server.stop().await;
 }

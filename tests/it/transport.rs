@@ -228,7 +228,8 @@ async fn over_quota_is_429_with_retry_after_stores_nothing_and_spares_others() {
     );
     alice.create_topic("t", 1).await;
     // Larger than a second's quota: the charge is capped at it, so the first request empties
-    // the bucket and the second is refused however long the first took.
+    // the bucket and a second one within the next second is refused (a window of 1 s, where a
+    // smaller body left about 0.3 s).
     let big = json!({"records": [{"value": "x".repeat(4000)}]});
     let first = alice.post("/v1/topics/t/records", &big).await;
     assert_eq!(first.status(), 200);

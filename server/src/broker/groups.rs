@@ -229,20 +229,30 @@ impl Broker {
     /// A position outside `[log start, high watermark]` of its partition.
     pub async fn resume_member(
         &self,
-        group: &str,
-        member: &str,
+        caller: &Caller,
+        (group, member): (&str, &str),
+        grant: &PollGrant,
         positions: &BTreeMap<TopicPartition, u64>,
-    ) -> Result<(), super::error::OffsetOutOfRange> {
-        for ((topic, partition), offset) in positions {
+    ) -> Result<(), GroupOpError> {
+        // Only the partitions the member owns: the others are not moved anyway, and checking
+        // them would tell the caller about topics it may not read.
+        let owned: BTreeMap<TopicPartition, u64> = positions
+            .iter()
+            .filter(|(tp, _)| grant.positions.contains_key(*tp))
+            .map(|(tp, offset)| (tp.clone(), *offset))
+            .collect();
+        for ((topic, partition), offset) in &owned {
+            self.authorize(caller, Operation::Read, Resource::topic(topic))?;
             let Some(found) = self.catalog.get(topic) else {
                 continue;
             };
             // A partition that cannot be opened is skipped here as by the reads that follow.
             if let Ok(reader) = self.reader(&found, *partition).await {
-                super::fetch::check_range(&reader.offsets(), *offset)?;
+                super::fetch::check_range(&reader.offsets(), *offset)
+                    .map_err(GroupOpError::OutOfRange)?;
             }
         }
-        self.coordinator.advance(group, member, positions);
+        self.coordinator.advance(group, member, &owned);
         Ok(())
     }
 
@@ -401,22 +411,32 @@ impl Broker {
         wait: Duration,
         (group, generation): (&str, u32),
     ) {
-        if plans.is_empty() {
-            return;
-        }
-        let waits = plans.iter().map(|(_, reader, start, _)| {
-            let mut offsets = reader.subscribe();
-            let start = *start;
-            Box::pin(async move {
-                let _ = offsets
-                    .wait_for(|o: &LogOffsets| o.high_watermark > start)
-                    .await;
+        let waits: Vec<_> = plans
+            .iter()
+            .map(|(_, reader, start, _)| {
+                let mut offsets = reader.subscribe();
+                let start = *start;
+                Box::pin(async move {
+                    let _ = offsets
+                        .wait_for(|o: &LogOffsets| o.high_watermark > start)
+                        .await;
+                })
             })
-        });
+            .collect();
+        let data = async move {
+            if waits.is_empty() {
+                // A member that owns nothing (more members than partitions, or partitions
+                // still on their way from their old owner) waits for a rebalance or the wait's
+                // end, instead of answering at once: a stream would poll without pause.
+                std::future::pending::<()>().await;
+            } else {
+                futures::future::select_all(waits).await;
+            }
+        };
         let mut shutdown = self.shutdown.clone();
         let rebalanced = self.rebalance_of(group, generation);
         let reason = tokio::select! {
-            waited = tokio::time::timeout(wait, futures::future::select_all(waits)) => {
+            waited = tokio::time::timeout(wait, data) => {
                 if waited.is_ok() { "data" } else { "timeout" }
             }
             _ = shutdown.wait_for(|stopping| *stopping) => "shutdown",

@@ -359,11 +359,8 @@ impl OffsetStore {
                 reason: e.to_string(),
             }
         })?;
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let applied = self.append_and_apply(batch, &records).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.forget_removed_if_idle();
-        applied
+        let _counted = InFlight::enter(self);
+        self.append_and_apply(batch, &records).await
     }
 
     async fn append_and_apply(
@@ -387,6 +384,9 @@ impl OffsetStore {
     /// offset than every tombstone applied so far. Checked under the cache's lock, which every
     /// apply takes, so a tombstone applied meanwhile by another append is not lost.
     fn forget_removed_if_idle(&self) {
+        if self.removed.lock().is_empty() {
+            return;
+        }
         let _cache = self.cache.write();
         if self.in_flight.load(Ordering::SeqCst) == 0 {
             self.removed.lock().clear();
@@ -409,6 +409,25 @@ impl OffsetStore {
     /// Groups with at least one committed offset.
     pub fn groups(&self) -> Vec<String> {
         self.cache.read().keys().cloned().collect()
+    }
+}
+
+/// Counts one append in [`OffsetStore::in_flight`] until it is applied, or dropped: a caller
+/// that goes away mid-append (a client gone, shutdown) must not leave it counted, or the
+/// tombstones remembered meanwhile would never be let go.
+struct InFlight<'a>(&'a OffsetStore);
+
+impl<'a> InFlight<'a> {
+    fn enter(store: &'a OffsetStore) -> Self {
+        store.in_flight.fetch_add(1, Ordering::SeqCst);
+        Self(store)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.forget_removed_if_idle();
     }
 }
 
@@ -510,6 +529,14 @@ mod tests {
             .unwrap();
         assert_eq!(store.get("g", "t", 0).unwrap().offset, 5);
         store.in_flight.fetch_sub(2, Ordering::SeqCst);
+
+        // An append whose caller goes away mid-way is no longer counted.
+        let commits = [commit("t", 0, 6)];
+        let mut abandoned = Box::pin(store.commit("g", &commits, 150));
+        assert!(futures::FutureExt::now_or_never(&mut abandoned).is_none());
+        assert_eq!(store.in_flight.load(Ordering::SeqCst), 1);
+        drop(abandoned);
+        assert_eq!(store.in_flight.load(Ordering::SeqCst), 0);
 
         // With nothing in flight, what a delete remembers is let go: it stays bounded.
         store.commit("h", &[commit("t", 0, 1)], 200).await.unwrap();

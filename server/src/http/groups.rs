@@ -204,7 +204,7 @@ pub async fn member_fetch(
             })?;
             state
                 .broker
-                .resume_member(&group, &member, &positions)
+                .resume_member(&caller, (&group, &member), &grant, &positions)
                 .await?;
         }
         let slot = state.broker.open_stream(&caller)?;
@@ -452,7 +452,7 @@ fn member_stream(
         (status = 413, description = "Body too large", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 416, description = "An offset past the partition's high watermark (`offset_out_of_range`)", body = ErrorBody),
-        (status = 422, description = "Invalid request", body = ErrorBody),
+        (status = 422, description = "Invalid request, or a generation newer than the group's (`invalid`)", body = ErrorBody),
     ))]
 pub async fn commit(
     State(state): State<AppState>,

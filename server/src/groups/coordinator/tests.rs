@@ -187,6 +187,23 @@ fn a_member_that_heartbeats_but_never_fetches_is_evicted_for_max_poll_interval()
     assert!(description.evictions[0].reason.contains("stuck"));
 }
 
+/// A generation the group never had is the client's bug, not a stale view (422, not 409), for a
+/// read and a commit as for a heartbeat.
+#[test]
+fn generations_from_the_future_are_invalid_for_fetch_and_commit() {
+    let (_, coordinator) = setup();
+    let member = join(&coordinator, 2);
+    let ahead = member.generation + 1;
+    assert!(matches!(
+        coordinator.poll("g", &member.member_id, ahead),
+        Err(GroupError::Invalid(_))
+    ));
+    assert!(matches!(
+        coordinator.check_commit("g", Some((&member.member_id, ahead)), &[("t".into(), 0)]),
+        Err(GroupError::Invalid(_))
+    ));
+}
+
 #[test]
 fn stale_generations_are_fenced_for_fetch_and_commit() {
     let (_, coordinator) = setup();
