@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use serde_json::{Value, json};
 use strata_tests::{
-    Api, Server, ServerOptions, SseParser, eventually, expect_error, hour_ago_ms, ok_json,
+    Api, Server, ServerOptions, eventually, expect_error, first_sse_event, hour_ago_ms, ok_json,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -247,22 +246,7 @@ async fn readers_go_past_records_compaction_removed_at_the_end_of_the_log() {
     assert_eq!(health.status(), 200);
     api.produce("tail", &json!({"records": [{"key": "b", "value": "next"}]}))
         .await;
-    let mut body = stream.bytes_stream();
-    let mut parser = SseParser::default();
-    let event = loop {
-        let chunk = tokio::time::timeout(WAIT, body.next())
-            .await
-            .expect("the new record arrives on the stream")
-            .expect("the stream stays open")
-            .unwrap();
-        if let Some(event) = parser
-            .push(&chunk)
-            .into_iter()
-            .find(|e| e.event == "records")
-        {
-            break event;
-        }
-    };
+    let event = first_sse_event(stream, "records", WAIT).await;
     let event: Value = serde_json::from_str(&event.data).unwrap();
     assert_eq!(event["records"][0]["offset"], 2, "{event}");
     assert_eq!(event["records"][0]["value"], "next", "{event}");

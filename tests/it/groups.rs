@@ -1791,24 +1791,8 @@ async fn a_member_read_from_the_future_or_resumed_outside_the_log_is_refused() {
     // A resume inside the log is taken (the stream then reads on to the end, 5)...
     let resumed = stream("events:0:3").await.unwrap();
     assert_eq!(resumed.status(), 200);
-    let mut body = resumed.bytes_stream();
-    let mut parser = strata_tests::SseParser::default();
-    let first = loop {
-        let chunk = tokio::time::timeout(WAIT, body.next())
-            .await
-            .expect("records on the resumed stream")
-            .expect("the stream stays open")
-            .unwrap();
-        if let Some(event) = parser
-            .push(&chunk)
-            .into_iter()
-            .find(|e| e.event == "records")
-        {
-            break event;
-        }
-    };
+    let first = strata_tests::first_sse_event(resumed, "records", WAIT).await;
     assert!(first.data.contains("\"offset\":3"), "{first:?}");
-    drop(body);
     // ...one outside it is refused and moves nothing: the member stays at the end, where a
     // moved (then dropped as out of range) position would have sent it back to `earliest`.
     let past_the_end = expect_error(

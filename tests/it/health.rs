@@ -85,16 +85,8 @@ async fn the_binary_prints_listening_only_once_ready_and_logs_the_open_file_limi
     let api = Api::new(&server);
     let ready = api.get("/readyz").await;
     assert_eq!(ready.status(), 200);
-    // Logged before "listening", but the harness reads stderr on its own thread.
-    eventually(
-        Duration::from_secs(10),
-        "the open-file limit is logged",
-        || {
-            let stderr = server.stderr();
-            async move { stderr.contains("open-file limit") }
-        },
-    )
-    .await;
+    // Logged before "listening".
+    server.logged("open-file limit").await;
 }
 
 #[tokio::test]

@@ -442,17 +442,8 @@ async fn text_logs_to_a_pipe_carry_no_escape_codes_and_sampling_zero_logs_no_acc
     let server = Server::start(ServerOptions::with_args(&["--access-log-sample-rate", "0"]));
     let api = Api::new(&server);
     api.create_topic("quiet", 1).await;
-    // The harness reads stderr on its own thread: wait for the line before the checks below
-    // can say anything.
-    eventually(
-        Duration::from_secs(10),
-        "the topic's creation is logged",
-        || {
-            let stderr = server.stderr();
-            async move { stderr.contains("created topic") }
-        },
-    )
-    .await;
+    // Waited for, so the checks below can say anything.
+    server.logged("created topic").await;
     let stderr = server.stderr();
     assert!(!stderr.contains('\u{1b}'), "escape codes in {stderr:?}");
     assert!(!stderr.contains("strata::access"), "{stderr}");

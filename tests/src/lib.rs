@@ -218,6 +218,20 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (up to 10 s) until stderr holds `needle`. The harness reads stderr on its own
+    /// thread, so a line the server logged before it answered may not be here yet.
+    pub async fn logged(&self, needle: &str) {
+        eventually(
+            Duration::from_secs(10),
+            &format!("{needle:?} is logged"),
+            || {
+                let stderr = self.stderr();
+                async move { stderr.contains(needle) }
+            },
+        )
+        .await;
+    }
+
     /// The process id of the running server.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("the server is not running").id()
@@ -790,6 +804,28 @@ pub struct SseParser {
     buffer: Vec<u8>,
     /// The last `retry:` value seen, in milliseconds.
     pub retry_ms: Option<u64>,
+}
+
+/// Reads `response`'s event stream until its first event named `name`, each chunk within
+/// `timeout`; the stream is closed on return.
+pub async fn first_sse_event(
+    response: reqwest::Response,
+    name: &str,
+    timeout: Duration,
+) -> SseEvent {
+    use futures::StreamExt as _;
+    let mut body = response.bytes_stream();
+    let mut parser = SseParser::default();
+    loop {
+        let chunk = tokio::time::timeout(timeout, body.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {name:?} event within {timeout:?}"))
+            .expect("the stream stays open")
+            .unwrap();
+        if let Some(event) = parser.push(&chunk).into_iter().find(|e| e.event == name) {
+            return event;
+        }
+    }
 }
 
 impl SseParser {
