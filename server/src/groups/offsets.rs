@@ -360,14 +360,6 @@ impl OffsetStore {
             }
         })?;
         let _counted = InFlight::enter(self);
-        self.append_and_apply(batch, &records).await
-    }
-
-    async fn append_and_apply(
-        &self,
-        batch: RecordBatch,
-        records: &[NewRecord],
-    ) -> Result<(), OffsetStoreError> {
         let acks = self.log.append(vec![batch], Acks::All).await?;
         let base = acks.first().map_or(0, |a| a.base_offset);
         for (i, record) in records.iter().enumerate() {

@@ -347,15 +347,27 @@ fn batches(slice: ReadSlice, stats: &super::observe::HttpStats) -> Response {
     let mut response = Response::new(Body::from(slice.data));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(RECORD_BATCHES));
+    headers.insert("strata-first-offset", HeaderValue::from(slice.first_offset));
+    insert_positions(
+        headers,
+        slice.next_offset,
+        slice.offsets.high_watermark,
+        slice.offsets.log_start_offset,
+    );
+    response
+}
+
+/// Where to go on, for the formats whose body holds only records: `Strata-Next-Offset` (past
+/// records compaction removed, so not always the last record's offset + 1),
+/// `Strata-High-Watermark` and `Strata-Log-Start-Offset`.
+fn insert_positions(headers: &mut HeaderMap, next: u64, high_watermark: u64, log_start: u64) {
     for (name, value) in [
-        ("strata-first-offset", slice.first_offset),
-        ("strata-next-offset", slice.next_offset),
-        ("strata-high-watermark", slice.offsets.high_watermark),
-        ("strata-log-start-offset", slice.offsets.log_start_offset),
+        ("strata-next-offset", next),
+        ("strata-high-watermark", high_watermark),
+        ("strata-log-start-offset", log_start),
     ] {
         headers.insert(name, HeaderValue::from(value));
     }
-    response
 }
 
 /// The records as NDJSON lines. The body is computed before the answer, so a read that fails
@@ -377,15 +389,12 @@ fn ndjson(read: Page) -> Response {
     let mut response = Response::new(Body::from(body));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(NDJSON));
-    // Lines carry records only: where to go on travels in headers, as in the raw format. The
-    // last record's offset + 1 is not it when compaction removed records after it.
-    for (name, value) in [
-        ("strata-next-offset", read.response.next_offset),
-        ("strata-high-watermark", read.response.high_watermark),
-        ("strata-log-start-offset", read.response.log_start_offset),
-    ] {
-        headers.insert(name, HeaderValue::from(value));
-    }
+    insert_positions(
+        headers,
+        read.response.next_offset,
+        read.response.high_watermark,
+        read.response.log_start_offset,
+    );
     *response.status_mut() = StatusCode::OK;
     response
 }

@@ -148,7 +148,6 @@ fn declare_security(value: &mut serde_json::Value) {
     else {
         return;
     };
-    let error = serde_json::json!({"$ref": "#/components/schemas/ErrorBody"});
     for (path, item) in paths.iter_mut() {
         // Health checks and the API description need no key; `/metrics` does (ADR 0008).
         let public = !path.starts_with("/v1/") && path != super::paths::METRICS;
@@ -196,12 +195,9 @@ fn declare_security(value: &mut serde_json::Value) {
                 if status == "408" && !reads_body {
                     continue;
                 }
-                responses.entry(status).or_insert_with(|| {
-                    serde_json::json!({
-                        "description": description,
-                        "content": {"application/json": {"schema": error.clone()}}
-                    })
-                });
+                responses
+                    .entry(status)
+                    .or_insert_with(|| error_response(description));
             }
         }
     }
@@ -260,17 +256,19 @@ fn declare_query_refusals(value: &mut serde_json::Value) {
                     }
                 }
                 None => {
-                    responses.insert(
-                        "400".into(),
-                        serde_json::json!({
-                            "description": REFUSAL,
-                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-                        }),
-                    );
+                    responses.insert("400".into(), error_response(REFUSAL));
                 }
             }
         }
     }
+}
+
+/// A response with `description` and the error body.
+fn error_response(description: &str) -> serde_json::Value {
+    serde_json::json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    })
 }
 
 /// utoipa declares `u32` as `int32` with minimum 0, but the server takes every `u32`: declare
